@@ -1,0 +1,63 @@
+"""ASGI entry point: ``gomodel_site.asgi:application`` under granian or uvicorn.
+
+Two Django handlers share one process. The proxy API (``/v1/``), the probes and ``/metrics`` go to a handler
+without middleware: every sync middleware would cost a thread hop per request. Everything else (the admin,
+the auditor pages) goes to the standard handler with sessions, CSRF and authentication.
+"""
+
+from __future__ import annotations
+
+import os
+
+import django
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gomodel_site.settings")
+django.setup(set_prefix=False)
+
+from django.core.handlers.asgi import ASGIHandler  # noqa: E402
+from django.core.handlers.exception import convert_exception_to_response  # noqa: E402
+
+from routing.startup import start_gateway  # noqa: E402
+
+LEAN_PREFIXES = ("/v1/", "/health", "/metrics")
+
+
+class LeanASGIHandler(ASGIHandler):
+    """Django's ASGI handler with no middleware at all."""
+
+    def load_middleware(self, is_async: bool = False) -> None:
+        self._view_middleware = []
+        self._template_response_middleware = []
+        self._exception_middleware = []
+        self._middleware_chain = convert_exception_to_response(self._get_response_async)
+
+
+_lean = LeanASGIHandler()
+_full = ASGIHandler()
+
+
+async def application(scope, receive, send):  # type: ignore[no-untyped-def]
+    if scope["type"] == "lifespan":
+        await _lifespan(receive, send)
+        return
+    path: str = scope.get("path", "")
+    if path.startswith(LEAN_PREFIXES):
+        await _lean(scope, receive, send)
+    else:
+        await _full(scope, receive, send)
+
+
+async def _lifespan(receive, send):  # type: ignore[no-untyped-def]
+    from routing.startup import stop_gateway
+
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await stop_gateway()
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
+start_gateway()

@@ -1,0 +1,351 @@
+"""Django settings for the gateway.
+
+This is the only module that reads the environment. Every value goes through a small typed helper that
+fails loudly, naming the variable, when the value cannot be used; application code reads
+``django.conf.settings``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlparse
+
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+# --------------------------------------------------------------------------------------------------------
+# Typed helpers
+# --------------------------------------------------------------------------------------------------------
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def env_str(name: str, default: str = "") -> str:
+    """The variable's value, or the content of the file named by ``NAME_FILE``, or ``default``."""
+    file_name = os.environ.get(f"{name}_FILE")
+    if file_name:
+        try:
+            return Path(file_name).read_text().strip()
+        except OSError as exc:
+            raise ImproperlyConfigured(f"{name}_FILE: cannot read {file_name!r}: {exc.strerror}") from None
+    return os.environ.get(name, default)
+
+
+def env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ImproperlyConfigured(f"{name}: expected true or false, got {raw!r}")
+
+
+def env_int(name: str, default: int, *, minimum: int | None = None, maximum: int | None = None) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}: expected an integer, got {raw!r}") from None
+    _check_range(name, value, minimum, maximum)
+    return value
+
+
+def env_float(name: str, default: float, *, minimum: float | None = None, maximum: float | None = None) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}: expected a number, got {raw!r}") from None
+    if value != value:  # NaN
+        raise ImproperlyConfigured(f"{name}: expected a number, got {raw!r}")
+    _check_range(name, value, minimum, maximum)
+    return value
+
+
+def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    value = raw.strip().lower()
+    if value not in choices:
+        raise ImproperlyConfigured(f"{name}: expected one of {', '.join(choices)}, got {raw!r}")
+    return value
+
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
+_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_go_duration(text: str) -> float:
+    """Seconds in a Go duration such as ``30s``, ``5m``, ``1h30m`` or ``250ms``; ValueError otherwise."""
+    text = text.strip()
+    if text in {"0", ""}:
+        return 0.0
+    pos, total = 0, 0.0
+    for match in _DURATION_PART.finditer(text):
+        if match.start() != pos:
+            raise ValueError(text)
+        total += float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+        pos = match.end()
+    if pos != len(text):
+        raise ValueError(text)
+    return total
+
+
+def env_duration(name: str, default: str, *, minimum: float = 0.0) -> float:
+    raw = os.environ.get(name)
+    text = default if raw is None or raw.strip() == "" else raw
+    try:
+        seconds = parse_go_duration(text)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}: expected a duration such as 30s, 5m or 1h, got {raw!r}") from None
+    if seconds < minimum:
+        raise ImproperlyConfigured(f"{name}: must be at least {minimum:g}s, got {raw!r}")
+    return seconds
+
+
+def env_json(name: str, default: Any) -> Any:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ImproperlyConfigured(f"{name}: invalid JSON ({exc.msg} at position {exc.pos})") from None
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def provider_secret(variable: str) -> str | None:
+    """The value of the environment variable a provider key reference names, read at run time.
+
+    Provider keys are referenced as ``${OPENAI_API_KEY}`` in the configuration and resolved here, so a key
+    rotated in the environment takes effect on the next configuration reload without touching the database.
+    """
+    value = env_str(variable, "")
+    return value or None
+
+
+def _check_range(name: str, value: float, minimum: float | None, maximum: float | None) -> None:
+    if minimum is not None and value < minimum:
+        raise ImproperlyConfigured(f"{name}: must be at least {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ImproperlyConfigured(f"{name}: must be at most {maximum}, got {value}")
+
+
+def database_from_url(name: str, url: str) -> dict[str, Any]:
+    """A Django DATABASES entry from ``sqlite:///path`` or ``postgres://user:pass@host:port/db``."""
+    parsed = urlparse(url)
+    if parsed.scheme == "sqlite":
+        path = unquote(parsed.path)
+        if path.startswith("/") and url.startswith("sqlite:///") and not url.startswith("sqlite:////"):
+            path = path[1:]  # sqlite:///relative.db is relative to the project directory
+        return {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": str(BASE_DIR / path) if not Path(path).is_absolute() else path,
+            # The demo's admin and audit writer share the file; wait instead of failing with "locked".
+            "OPTIONS": {"timeout": 20, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL;"},
+        }
+    if parsed.scheme in {"postgres", "postgresql", "psql"}:
+        options: dict[str, Any] = dict(parse_qsl(parsed.query))
+        pool_max = int(options.pop("pool_max", "8"))
+        pool_min = int(options.pop("pool_min", "1"))
+        options["pool"] = {"min_size": pool_min, "max_size": pool_max, "timeout": 10}
+        options.setdefault("connect_timeout", "5")
+        return {
+            "ENGINE": "django.db.backends.postgresql",
+            "NAME": unquote(parsed.path.lstrip("/")) or "postgres",
+            "USER": unquote(parsed.username or ""),
+            "PASSWORD": unquote(parsed.password or ""),
+            "HOST": parsed.hostname or "",
+            "PORT": str(parsed.port or ""),
+            "OPTIONS": options,
+            "CONN_MAX_AGE": 0,  # the pool owns connection reuse
+        }
+    raise ImproperlyConfigured(f"{name}: unsupported database URL scheme {parsed.scheme!r} (use sqlite or postgres)")
+
+
+# --------------------------------------------------------------------------------------------------------
+# Django
+# --------------------------------------------------------------------------------------------------------
+
+DEBUG = env_bool("DJANGO_DEBUG", False)
+SECRET_KEY = env_str("DJANGO_SECRET_KEY", "") or "insecure-demo-key-set-DJANGO_SECRET_KEY-in-production"
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
+CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "django_prometheus",
+    "routing",
+    "audit",
+]
+
+# These apply to the admin and auditor pages only. The proxy endpoints are served by a handler without
+# middleware (see gomodel_site/asgi.py): every sync middleware costs a thread hop per request.
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "gomodel_site.urls"
+ASGI_APPLICATION = "gomodel_site.asgi.application"
+WSGI_APPLICATION = "gomodel_site.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASE_URL = env_str("DATABASE_URL", "sqlite:///var/gomodel.sqlite3")
+DATABASES = {"default": database_from_url("DATABASE_URL", DATABASE_URL)}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "var" / "static"
+
+REST_FRAMEWORK = {
+    "UNAUTHENTICATED_USER": None,
+    "DEFAULT_AUTHENTICATION_CLASSES": [],
+    "DEFAULT_PERMISSION_CLASSES": [],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+}
+
+# --------------------------------------------------------------------------------------------------------
+# Gateway
+# --------------------------------------------------------------------------------------------------------
+
+GOMODEL_MASTER_KEY = env_str("GOMODEL_MASTER_KEY", "")
+GOMODEL_CONFIG = env_str("GOMODEL_CONFIG", "")
+# How often each worker process checks whether the routing configuration changed (hot reload).
+GOMODEL_CONFIG_POLL_SECONDS = env_float("GOMODEL_CONFIG_POLL_SECONDS", 1.0, minimum=0.05, maximum=60)
+GOMODEL_MAX_BODY_BYTES = env_int("GOMODEL_MAX_BODY_BYTES", 10 * 1024 * 1024, minimum=1024)
+GOMODEL_DEFAULT_DEADLINE_MS = env_int("GOMODEL_DEFAULT_DEADLINE_MS", 120_000, minimum=100)
+GOMODEL_UPSTREAM_CONNECT_TIMEOUT = env_duration("GOMODEL_UPSTREAM_CONNECT_TIMEOUT", "5s")
+GOMODEL_UPSTREAM_MAX_CONNECTIONS = env_int("GOMODEL_UPSTREAM_MAX_CONNECTIONS", 1000, minimum=1)
+REDIS_URL = env_str("REDIS_URL", "")
+
+# Smart tier routing (names and defaults as documented for GoModel's intelligent routing).
+PRO_SMART_ROUTING_ENABLED = env_bool("PRO_SMART_ROUTING_ENABLED", True)
+PRO_SMART_ROUTING_ROUTES = env_json("PRO_SMART_ROUTING_ROUTES", {})
+if not isinstance(PRO_SMART_ROUTING_ROUTES, dict) or not all(
+    isinstance(v, dict) and isinstance(v.get("easy"), str) and isinstance(v.get("hard"), str)
+    for v in PRO_SMART_ROUTING_ROUTES.values()
+):
+    raise ImproperlyConfigured(
+        'PRO_SMART_ROUTING_ROUTES: expected {"alias": {"easy": "model", "hard": "model"}, ...}'
+    )
+PRO_SMART_ROUTING_THRESHOLD = env_int("PRO_SMART_ROUTING_THRESHOLD", 4, minimum=1, maximum=100)
+PRO_SMART_ROUTING_SESSION_TTL = env_duration("PRO_SMART_ROUTING_SESSION_TTL", "30m", minimum=1)
+PRO_SMART_ROUTING_KEYWORDS = env_list("PRO_SMART_ROUTING_KEYWORDS", [])  # empty: the built-in list
+
+# Adaptive routing.
+PRO_ROUTING_ENABLED = env_bool("PRO_ROUTING_ENABLED", True)
+PRO_ROUTING_OBJECTIVE = env_choice("PRO_ROUTING_OBJECTIVE", "balanced", ("balanced", "latency", "cost"))
+PRO_ROUTING_MIN_WEIGHT_FRACTION = env_float("PRO_ROUTING_MIN_WEIGHT_FRACTION", 0.05, minimum=0.0, maximum=0.5)
+PRO_ROUTING_COOLDOWN_BASE = env_duration("PRO_ROUTING_COOLDOWN_BASE", "30s", minimum=0.001)
+PRO_ROUTING_COOLDOWN_MAX = env_duration("PRO_ROUTING_COOLDOWN_MAX", "5m", minimum=0.001)
+if PRO_ROUTING_COOLDOWN_MAX < PRO_ROUTING_COOLDOWN_BASE:
+    raise ImproperlyConfigured("PRO_ROUTING_COOLDOWN_MAX: must not be shorter than PRO_ROUTING_COOLDOWN_BASE")
+PRO_ROUTING_WARM_CACHE_WEIGHT = env_float("PRO_ROUTING_WARM_CACHE_WEIGHT", 8.0, minimum=1.0, maximum=1000.0)
+PRO_ROUTING_WARM_CACHE_TTL = env_duration("PRO_ROUTING_WARM_CACHE_TTL", "10m", minimum=0)
+
+# --------------------------------------------------------------------------------------------------------
+# Audit
+# --------------------------------------------------------------------------------------------------------
+
+AUDIT_STORE_BODIES = env_bool("AUDIT_STORE_BODIES", False)
+AUDIT_BODY_MAX_BYTES = env_int("AUDIT_BODY_MAX_BYTES", 64 * 1024, minimum=0)
+AUDIT_RETENTION_DAYS = env_int("AUDIT_RETENTION_DAYS", 30, minimum=1)
+AUDIT_SPOOL_DIR = Path(env_str("AUDIT_SPOOL_DIR", str(BASE_DIR / "var" / "audit-spool")))
+AUDIT_BATCH_SIZE = env_int("AUDIT_BATCH_SIZE", 200, minimum=1)
+AUDIT_BATCH_SECONDS = env_float("AUDIT_BATCH_SECONDS", 0.5, minimum=0.01)
+
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "")
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_BROKER_CONNECTION_TIMEOUT = 3
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A hung broker must not hang the publisher: every socket operation has a deadline.
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "socket_timeout": 3,
+    "socket_connect_timeout": 3,
+    "max_retries": 1,
+    "visibility_timeout": 3600,
+    "confirm_publish": True,
+}
+CELERY_BROKER_HEARTBEAT = 10
+CELERY_TASK_ALWAYS_EAGER = False
+CELERY_BEAT_SCHEDULE = {
+    "audit-retention": {"task": "audit.tasks.purge_old_revisions", "schedule": 3600.0},
+}
+
+# --------------------------------------------------------------------------------------------------------
+# Logging: one line per event; provider keys are scrubbed by a filter on every handler.
+# --------------------------------------------------------------------------------------------------------
+
+LOG_LEVEL = env_choice("GOMODEL_LOG_LEVEL", "info", ("debug", "info", "warning", "error")).upper()
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "filters": {"redact": {"()": "routing.logredact.RedactSecretsFilter"}},
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["redact"]}},
+    "root": {"handlers": ["console"], "level": "WARNING"},
+    "loggers": {
+        "gomodel": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": False},
+        "django": {"handlers": ["console"], "level": "WARNING", "propagate": False},
+    },
+}

@@ -1,0 +1,314 @@
+"""The routing configuration in the Django admin.
+
+Every save goes through the same versioning (routing.versioning): the admin names the author, the change
+is recorded as a ConfigRevision, and every worker process reloads it within a couple of seconds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.http import HttpRequest, HttpResponse
+from django.utils.html import format_html, format_html_join
+
+from routing import configcheck, versioning
+from routing import models as m
+from routing.core.table import CAPABILITIES
+
+
+class VersionedAdmin(admin.ModelAdmin):
+    """Wraps every write view so the version bump and revision commit with the change, naming the author."""
+
+    def _versioned(self, request: HttpRequest, view: Any, *args: Any, **kwargs: Any) -> HttpResponse:
+        author = getattr(request.user, "username", "") or "admin"
+        with transaction.atomic(), versioning.config_author(author, source="admin"):
+            response = view(request, *args, **kwargs)
+            versioning.flush()
+        return response
+
+    def changeform_view(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        return self._versioned(request, super().changeform_view, *args, **kwargs)
+
+    def delete_view(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        return self._versioned(request, super().delete_view, *args, **kwargs)
+
+    def changelist_view(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if request.method == "POST":  # bulk actions and list_editable
+            return self._versioned(request, super().changelist_view, *args, **kwargs)
+        return super().changelist_view(request, *args, **kwargs)
+
+
+def _check_public_name(name: str, kind: str, pk: int | None, field: str) -> None:
+    owner = configcheck.public_name_owner(name, exclude=(kind, pk))
+    if owner is not None:
+        raise ValidationError({field: f'The name "{name}" is already used by a {owner}.'})
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Providers
+# ----------------------------------------------------------------------------------------------------------
+
+
+class ProviderKeyInline(admin.TabularInline):
+    model = m.ProviderKey
+    extra = 1
+    fields = ("reference", "position")
+
+
+@admin.register(m.Provider)
+class ProviderAdmin(VersionedAdmin):
+    list_display = ("name", "kind", "base_url", "key_count", "enabled")
+    list_filter = ("kind", "enabled")
+    search_fields = ("name", "base_url")
+    inlines = [ProviderKeyInline]
+
+    @admin.display(description="keys")
+    def key_count(self, obj: m.Provider) -> int:
+        return obj.keys.count()
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Models
+# ----------------------------------------------------------------------------------------------------------
+
+
+class ProviderModelForm(forms.ModelForm):
+    capabilities = forms.MultipleChoiceField(
+        choices=[(c, c) for c in CAPABILITIES], widget=forms.CheckboxSelectMultiple, required=False,
+        help_text="What the model accepts and can do; requests needing anything else are never sent to it.",
+    )
+
+    class Meta:
+        model = m.ProviderModel
+        fields = "__all__"
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        provider, upstream = data.get("provider"), data.get("upstream")
+        if not data.get("name") and provider and upstream:
+            data["name"] = f"{provider.name}/{upstream}"
+            self.instance.name = data["name"]
+        if data.get("name"):
+            try:
+                m.validate_name(data["name"])
+            except ValidationError as exc:
+                raise ValidationError({"name": exc.messages}) from None
+            _check_public_name(data["name"], "model", self.instance.pk, "name")
+        if not data.get("capabilities"):
+            data["capabilities"] = ["text"]
+        return data
+
+
+@admin.register(m.ProviderModel)
+class ProviderModelAdmin(VersionedAdmin):
+    form = ProviderModelForm
+    list_display = ("name", "provider", "upstream", "input_price", "output_price", "context_window",
+                    "model_class", "enabled")
+    list_filter = ("provider", "model_class", "enabled")
+    search_fields = ("name", "upstream", "provider__name")
+    list_select_related = ("provider",)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Virtual models
+# ----------------------------------------------------------------------------------------------------------
+
+
+class TargetInlineFormSet(forms.BaseInlineFormSet):
+    def clean(self) -> None:
+        super().clean()
+        if any(self.errors):
+            return
+        rows = [
+            f.cleaned_data for f in self.forms
+            if f.cleaned_data and not f.cleaned_data.get("DELETE", False)
+        ]
+        if not rows:
+            raise ValidationError("A virtual model needs at least one target.")
+        names = [row["target"] for row in rows]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValidationError(f"Each target may appear once; repeated: {', '.join(duplicates)}.")
+        source = self.instance.source
+        if not source:
+            return
+        previous = None
+        if self.instance.pk:
+            previous = m.VirtualModel.objects.filter(pk=self.instance.pk).values_list("source", flat=True).first()
+        problems = configcheck.graph_problems_with(source, names, previous_source=previous)
+        by_target: dict[str, list[str]] = {}
+        general: list[str] = []
+        for problem in problems:
+            if problem.source != source and source not in problem.message:
+                continue
+            if problem.target and problem.target in names:
+                by_target.setdefault(problem.target, []).append(problem.message)
+            else:
+                general.append(problem.message)
+        for form in self.forms:
+            target = form.cleaned_data.get("target") if form.cleaned_data else None
+            if target in by_target:
+                form.add_error("target", by_target[target])
+        if general:
+            raise ValidationError(general)
+        if by_target:
+            raise ValidationError("Fix the targets marked below.")
+
+
+class TargetInline(admin.TabularInline):
+    model = m.VirtualModelTarget
+    formset = TargetInlineFormSet
+    extra = 1
+    fields = ("position", "target", "weight")
+    ordering = ("position",)
+
+
+class VirtualModelForm(forms.ModelForm):
+    class Meta:
+        model = m.VirtualModel
+        fields = "__all__"
+
+    def clean_source(self) -> str:
+        source: str = self.cleaned_data["source"]
+        _check_public_name(source, "virtual model", self.instance.pk, "source")
+        return source
+
+
+@admin.register(m.VirtualModel)
+class VirtualModelAdmin(VersionedAdmin):
+    form = VirtualModelForm
+    list_display = ("source", "strategy", "target_list", "session_affinity", "enabled")
+    list_filter = ("strategy", "enabled", "session_affinity")
+    search_fields = ("source", "targets__target")
+    inlines = [TargetInline]
+
+    @admin.display(description="targets")
+    def target_list(self, obj: m.VirtualModel) -> str:
+        return ", ".join(f"{t.target} ({t.weight:g})" for t in obj.targets.all())
+
+    def get_queryset(self, request: HttpRequest) -> Any:
+        return super().get_queryset(request).prefetch_related("targets")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Tier routes, contracts
+# ----------------------------------------------------------------------------------------------------------
+
+
+class TierRouteForm(forms.ModelForm):
+    class Meta:
+        model = m.TierRoute
+        fields = "__all__"
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        alias = data.get("alias")
+        if alias:
+            _check_public_name(alias, "tier route", self.instance.pk, "alias")
+        known = configcheck.callable_names()
+        errors = {}
+        for tier in ("easy", "hard"):
+            target = data.get(tier)
+            if target and target not in known:
+                errors[tier] = f'Unknown model "{target}": use a model\'s public name or a virtual model.'
+            elif target and target == alias:
+                errors[tier] = "A tier route cannot point at itself."
+        if errors:
+            raise ValidationError(errors)
+        return data
+
+
+@admin.register(m.TierRoute)
+class TierRouteAdmin(VersionedAdmin):
+    form = TierRouteForm
+    list_display = ("alias", "easy", "hard", "contract", "enabled")
+    list_filter = ("enabled",)
+    search_fields = ("alias", "easy", "hard")
+
+
+class ContractForm(forms.ModelForm):
+    modalities = forms.MultipleChoiceField(
+        choices=[(x, x) for x in m.MODALITIES], widget=forms.CheckboxSelectMultiple, required=False
+    )
+
+    class Meta:
+        model = m.Contract
+        fields = "__all__"
+
+
+@admin.register(m.Contract)
+class ContractAdmin(VersionedAdmin):
+    form = ContractForm
+    list_display = ("workload", "version", "structured_output_required", "requires_tools", "max_cost_usd",
+                    "deadline_ms")
+    list_filter = ("structured_output_required", "requires_tools")
+    search_fields = ("workload",)
+    readonly_fields = ("version",)
+
+    def save_model(self, request: HttpRequest, obj: m.Contract, form: Any, change: bool) -> None:
+        if change and form.has_changed():
+            obj.version += 1  # a versioned contract: auditors see which version a request met
+        super().save_model(request, obj, form, change)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Gateway keys and settings
+# ----------------------------------------------------------------------------------------------------------
+
+
+@admin.register(m.GatewayKey)
+class GatewayKeyAdmin(VersionedAdmin):
+    list_display = ("name", "prefix", "allowed", "expires_at", "revoked", "created_at")
+    list_filter = ("revoked",)
+    search_fields = ("name", "prefix")
+    readonly_fields = ("prefix", "created_at")
+    fields = ("name", "prefix", "allowed_models", "expires_at", "revoked", "created_at")
+
+    @admin.display(description="allowed models")
+    def allowed(self, obj: m.GatewayKey) -> str:
+        return ", ".join(obj.allowed_models) if obj.allowed_models else "all"
+
+    def save_model(self, request: HttpRequest, obj: m.GatewayKey, form: Any, change: bool) -> None:
+        secret = None if change else obj.set_new_secret()
+        super().save_model(request, obj, form, change)
+        if secret:
+            self.message_user(
+                request,
+                format_html(
+                    "The key for “{}” is <code>{}</code>. Copy it now: it is stored only as a hash and "
+                    "cannot be shown again.", obj.name, secret,
+                ),
+                level=messages.WARNING,
+            )
+
+
+class RoutingSettingsForm(forms.ModelForm):
+    class Meta:
+        model = m.RoutingSettings
+        fields = "__all__"
+
+
+@admin.register(m.RoutingSettings)
+class RoutingSettingsAdmin(VersionedAdmin):
+    form = RoutingSettingsForm
+    readonly_fields = ("in_force",)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return not m.RoutingSettings.objects.exists() and super().has_add_permission(request)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.display(description="values in force (environment defaults with these overrides)")
+    def in_force(self, obj: m.RoutingSettings) -> str:
+        from routing.runtime import compile_settings
+
+        values = compile_settings(obj if obj.pk else None)
+        rows = format_html_join(
+            "", "<tr><th>{}</th><td>{}</td></tr>", ((f, getattr(values, f)) for f in values.__dataclass_fields__)
+        )
+        return format_html("<table>{}</table>", rows)

@@ -1,0 +1,47 @@
+"""Checks across rows of the routing configuration, shared by the admin forms.
+
+A single form sees one row; these see the rest of the database, so the admin refuses a target that does not
+exist, a cycle or over-deep nesting of virtual models, and a public name that is already taken.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from routing import models as m
+from routing.core.graph import GraphProblem, check_virtual_graph
+
+
+def public_name_owner(name: str, *, exclude: tuple[str, int | None]) -> str | None:
+    """Which kind of entry already uses ``name`` as a public name ("model", ...), ignoring ``exclude``."""
+    kind, pk = exclude
+    lookups = (
+        ("model", m.ProviderModel.objects.filter(name=name)),
+        ("virtual model", m.VirtualModel.objects.filter(source=name)),
+        ("tier route", m.TierRoute.objects.filter(alias=name)),
+    )
+    for label, queryset in lookups:
+        if label == kind and pk is not None:
+            queryset = queryset.exclude(pk=pk)
+        if queryset.exists():
+            return label
+    return None
+
+
+def callable_names() -> set[str]:
+    """Names a tier route or a virtual model may point at: concrete and virtual models."""
+    names = set(m.ProviderModel.objects.values_list("name", flat=True))
+    names.update(m.VirtualModel.objects.values_list("source", flat=True))
+    return names
+
+
+def graph_problems_with(source: str, targets: Sequence[str], *, previous_source: str | None) -> list[GraphProblem]:
+    """Graph problems if ``source`` had ``targets``, everything else as stored now."""
+    edges: dict[str, list[str]] = {}
+    for vm in m.VirtualModel.objects.prefetch_related("targets"):
+        if vm.source in (source, previous_source):
+            continue
+        edges[vm.source] = [t.target for t in vm.targets.all()]
+    edges[source] = list(targets)
+    concrete = set(m.ProviderModel.objects.values_list("name", flat=True))
+    return check_virtual_graph(edges, concrete)

@@ -1,0 +1,220 @@
+"""RoutingTable: an immutable snapshot of the routing configuration that the request path reads.
+
+The Django models are the source of truth; ``routing.runtime`` compiles them into one of these and swaps
+a single reference when the configuration changes, so a request never sees half a change and never
+touches the database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+CAPABILITIES = ("text", "image", "audio", "file", "tools", "json_schema", "reasoning")
+PROVIDER_KINDS = ("openai", "azure_openai", "anthropic", "gemini")
+STRATEGIES = ("round_robin", "weighted", "failover", "cost", "adaptive")
+OBJECTIVES = ("balanced", "latency", "cost")
+MAX_VIRTUAL_DEPTH = 8
+
+
+class Secret:
+    """A provider key in memory. Its repr and str never show the value, so it cannot leak into a log."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Secret('********')"
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderSpec:
+    name: str
+    kind: str  # one of PROVIDER_KINDS
+    base_url: str
+    api_keys: tuple[Secret, ...] = ()
+    api_version: str = ""  # azure_openai only
+    timeout_s: float = 600.0
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSpec:
+    """A concrete model on one provider. Prices are USD per 1M tokens; ``None`` means unpriced."""
+
+    name: str  # public name, `provider/upstream` unless given
+    provider: str
+    upstream: str
+    input_price: float | None = None
+    output_price: float | None = None
+    cached_input_price: float | None = None
+    context_window: int | None = None
+    max_output_tokens: int | None = None
+    capabilities: frozenset[str] = frozenset({"text"})
+    model_class: str = "general"
+    enabled: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class TargetRef:
+    name: str  # a concrete model or another virtual model
+    weight: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class VirtualModelSpec:
+    source: str
+    strategy: str  # one of STRATEGIES
+    targets: tuple[TargetRef, ...]
+    session_affinity: bool = True
+    contract: str | None = None
+    enabled: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class TierRouteSpec:
+    alias: str
+    easy: str
+    hard: str
+    contract: str | None = None
+    enabled: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class ContractSpec:
+    """What an answer for one workload must satisfy; see docs/reliability.md."""
+
+    workload: str
+    version: int = 1
+    modalities: frozenset[str] = frozenset({"text"})
+    max_input_tokens: int | None = None
+    requires_tools: bool = False
+    structured_output_required: bool = False
+    schema: Mapping[str, Any] | None = None
+    strict: bool = False
+    allowed_model_classes: frozenset[str] = frozenset()  # empty: any class
+    max_cost_usd: float | None = None
+    deadline_ms: int | None = None
+    required_finish_reason: str | None = None  # e.g. "stop": a truncated answer is refused
+    min_output_chars: int | None = None
+    validator: str = ""  # dotted path of an operator-registered callable, resolved outside core
+
+
+@dataclass(frozen=True, slots=True)
+class KeySpec:
+    """A gateway key as the request path sees it: only the hash of the secret is kept."""
+
+    id: int
+    name: str
+    secret_hash: str  # sha256 hex of the presented secret
+    allowed_models: frozenset[str] = frozenset()  # empty: every model
+    expires_at: float | None = None  # unix time
+    revoked: bool = False
+    is_master: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RoutingSettings:
+    """The PRO_SMART_ROUTING_* and PRO_ROUTING_* values in force (environment defaults, admin overrides)."""
+
+    smart_routing_enabled: bool = True
+    smart_routing_threshold: int = 4
+    smart_routing_session_ttl_s: float = 1800.0
+    smart_routing_keywords: tuple[str, ...] = ()  # empty: the classifier's built-in list
+    routing_enabled: bool = True
+    routing_objective: str = "balanced"
+    min_weight_fraction: float = 0.05
+    cooldown_base_s: float = 30.0
+    cooldown_max_s: float = 300.0
+    warm_cache_weight: float = 8.0
+    warm_cache_ttl_s: float = 600.0
+
+
+def _frozen(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return MappingProxyType(dict(mapping or {}))
+
+
+@dataclass(frozen=True, slots=True)
+class RoutingTable:
+    version: int = 0
+    providers: Mapping[str, ProviderSpec] = field(default_factory=lambda: _frozen({}))
+    models: Mapping[str, ModelSpec] = field(default_factory=lambda: _frozen({}))
+    virtual_models: Mapping[str, VirtualModelSpec] = field(default_factory=lambda: _frozen({}))
+    tier_routes: Mapping[str, TierRouteSpec] = field(default_factory=lambda: _frozen({}))
+    contracts: Mapping[str, ContractSpec] = field(default_factory=lambda: _frozen({}))
+    keys_by_hash: Mapping[str, KeySpec] = field(default_factory=lambda: _frozen({}))
+    settings: RoutingSettings = field(default_factory=RoutingSettings)
+
+    @staticmethod
+    def build(
+        *,
+        version: int,
+        providers: list[ProviderSpec] | tuple[ProviderSpec, ...] = (),
+        models: list[ModelSpec] | tuple[ModelSpec, ...] = (),
+        virtual_models: list[VirtualModelSpec] | tuple[VirtualModelSpec, ...] = (),
+        tier_routes: list[TierRouteSpec] | tuple[TierRouteSpec, ...] = (),
+        contracts: list[ContractSpec] | tuple[ContractSpec, ...] = (),
+        keys: list[KeySpec] | tuple[KeySpec, ...] = (),
+        settings: RoutingSettings | None = None,
+    ) -> RoutingTable:
+        return RoutingTable(
+            version=version,
+            providers=_frozen({p.name: p for p in providers}),
+            models=_frozen({m.name: m for m in models}),
+            virtual_models=_frozen({v.source: v for v in virtual_models}),
+            tier_routes=_frozen({t.alias: t for t in tier_routes}),
+            contracts=_frozen({c.workload: c for c in contracts}),
+            keys_by_hash=_frozen({k.secret_hash: k for k in keys}),
+            settings=settings or RoutingSettings(),
+        )
+
+    def kind_of(self, name: str) -> str | None:
+        """``"tier"``, ``"virtual"``, ``"model"`` or None for a name a client may send as ``model``."""
+        if name in self.tier_routes and self.tier_routes[name].enabled:
+            return "tier"
+        if name in self.virtual_models and self.virtual_models[name].enabled:
+            return "virtual"
+        if name in self.models and self.models[name].enabled:
+            return "model"
+        return None
+
+    def leaf_models(self, name: str, _depth: int = 0) -> tuple[ModelSpec, ...]:
+        """Every enabled concrete model that ``name`` can end up at, in declaration order, without repeats."""
+        if _depth > MAX_VIRTUAL_DEPTH:
+            return ()
+        model = self.models.get(name)
+        if model is not None:
+            return (model,) if model.enabled else ()
+        seen: dict[str, ModelSpec] = {}
+        names: list[str] = []
+        route = self.tier_routes.get(name)
+        if route is not None:
+            names = [route.easy, route.hard]
+        virtual = self.virtual_models.get(name)
+        if virtual is not None:
+            names = [t.name for t in virtual.targets]
+        for child in names:
+            for leaf in self.leaf_models(child, _depth + 1):
+                seen.setdefault(leaf.name, leaf)
+        return tuple(seen.values())
+
+    def public_names(self) -> tuple[str, ...]:
+        """Every name a client may use as ``model``: tier aliases, virtual models, concrete models."""
+        names = [a for a, t in self.tier_routes.items() if t.enabled]
+        names += [s for s, v in self.virtual_models.items() if v.enabled]
+        names += [n for n, m in self.models.items() if m.enabled]
+        return tuple(dict.fromkeys(names))

@@ -1,0 +1,386 @@
+"""The routing configuration, edited in the admin and compiled into a RoutingTable by routing.runtime.
+
+Checks that involve one row live in ``clean()``; checks across rows (targets that must exist, cycles,
+names unique across models, virtual models and tier aliases) live in ``routing.configcheck`` so that the
+admin and the config loader give the same messages.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+
+from django.core.exceptions import ValidationError
+from django.core.validators import MinValueValidator
+from django.db import models
+
+from routing.core.table import CAPABILITIES, PROVIDER_KINDS, STRATEGIES
+
+ENV_REFERENCE = re.compile(r"^(?:\$\{(?P<a>[A-Za-z_][A-Za-z0-9_]*)\}|os\.environ/(?P<b>[A-Za-z_][A-Za-z0-9_]*))$")
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,199}$")
+MODALITIES = ("text", "image", "audio", "file")
+FINISH_REASONS = ("stop", "length", "tool_calls", "content_filter")
+
+PROVIDER_KIND_LABELS = {
+    "openai": "OpenAI-compatible (OpenAI, vLLM, Ollama, Groq, DeepSeek, OpenRouter, ...)",
+    "azure_openai": "Azure OpenAI",
+    "anthropic": "Anthropic",
+    "gemini": "Google Gemini",
+}
+
+
+def env_reference_name(reference: str) -> str | None:
+    """The environment variable a key reference names (``${OPENAI_API_KEY}`` -> ``OPENAI_API_KEY``)."""
+    match = ENV_REFERENCE.match(reference.strip())
+    if match is None:
+        return None
+    return match.group("a") or match.group("b")
+
+
+def validate_name(value: str) -> None:
+    if not NAME_PATTERN.match(value):
+        raise ValidationError(
+            "Use 1-200 letters, digits and . _ : / @ + - (starting with a letter or digit).", code="invalid"
+        )
+
+
+def validate_env_reference(value: str) -> None:
+    if env_reference_name(value) is None:
+        raise ValidationError(
+            "Enter a reference to an environment variable such as ${OPENAI_API_KEY}; "
+            "raw keys are never stored in the database.",
+            code="not_a_reference",
+        )
+
+
+def _check_list_of(value: object, allowed: tuple[str, ...], what: str) -> None:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValidationError(f"Expected a list of {what}.", code="invalid")
+    unknown = [v for v in value if v not in allowed]
+    if unknown:
+        raise ValidationError(
+            f"Unknown {what}: {', '.join(unknown)}. Choose from {', '.join(allowed)}.", code="invalid"
+        )
+
+
+def validate_capabilities(value: object) -> None:
+    _check_list_of(value, CAPABILITIES, "capabilities")
+
+
+def validate_modalities(value: object) -> None:
+    _check_list_of(value, MODALITIES, "modalities")
+
+
+def validate_string_list(value: object) -> None:
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise ValidationError("Expected a list of non-empty names.", code="invalid")
+
+
+def validate_json_schema(value: object) -> None:
+    """A JSON schema the validator can compile (draft 2020-12 unless the schema says otherwise)."""
+    if value in (None, {}):
+        return
+    if not isinstance(value, dict):
+        raise ValidationError("A JSON schema must be an object.", code="invalid")
+    from jsonschema import exceptions, validators
+
+    try:
+        validators.validator_for(value).check_schema(value)
+    except exceptions.SchemaError as exc:
+        where = "/".join(str(p) for p in exc.path)
+        raise ValidationError(
+            f"Invalid JSON schema{' at ' + where if where else ''}: {exc.message}", code="invalid"
+        ) from None
+
+
+class Provider(models.Model):
+    name = models.CharField(max_length=100, unique=True, validators=[validate_name])
+    kind = models.CharField(max_length=20, choices=[(k, PROVIDER_KIND_LABELS[k]) for k in PROVIDER_KINDS])
+    base_url = models.URLField(
+        max_length=500,
+        help_text="e.g. https://api.openai.com/v1, https://api.anthropic.com, "
+        "https://generativelanguage.googleapis.com, https://NAME.openai.azure.com",
+    )
+    api_version = models.CharField(max_length=40, blank=True, help_text="Azure OpenAI only, e.g. 2024-10-21.")
+    timeout_seconds = models.PositiveIntegerField(
+        default=600, validators=[MinValueValidator(1)], help_text="Upper bound for one upstream attempt."
+    )
+    enabled = models.BooleanField(default=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        if self.kind == "azure_openai" and not self.api_version:
+            raise ValidationError({"api_version": "Azure OpenAI needs an api-version, e.g. 2024-10-21."})
+
+
+class ProviderKey(models.Model):
+    """One API key of a provider, as a reference to an environment variable resolved at run time."""
+
+    provider = models.ForeignKey(Provider, on_delete=models.CASCADE, related_name="keys")
+    reference = models.CharField(
+        max_length=200,
+        validators=[validate_env_reference],
+        help_text="An environment variable reference such as ${OPENAI_API_KEY} (also os.environ/OPENAI_API_KEY).",
+    )
+    position = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["provider", "position", "id"]
+        constraints = [models.UniqueConstraint(fields=["provider", "reference"], name="unique_key_reference")]
+
+    def __str__(self) -> str:
+        return self.reference
+
+
+class ProviderModel(models.Model):
+    """A concrete model on one provider; clients call it by its public name."""
+
+    provider = models.ForeignKey(Provider, on_delete=models.PROTECT, related_name="models")
+    upstream = models.CharField(max_length=200, help_text="The model name the provider knows, e.g. gpt-4o-mini.")
+    name = models.CharField(
+        max_length=200,
+        unique=True,
+        blank=True,
+        validators=[validate_name],
+        help_text="Public name; defaults to provider/upstream.",
+    )
+    input_price = models.DecimalField(
+        max_digits=12, decimal_places=6, null=True, blank=True, validators=[MinValueValidator(0)],
+        help_text="USD per 1M input tokens.",
+    )
+    output_price = models.DecimalField(
+        max_digits=12, decimal_places=6, null=True, blank=True, validators=[MinValueValidator(0)],
+        help_text="USD per 1M output tokens.",
+    )
+    cached_input_price = models.DecimalField(
+        max_digits=12, decimal_places=6, null=True, blank=True, validators=[MinValueValidator(0)],
+        help_text="USD per 1M cached input tokens; the input price when empty.",
+    )
+    context_window = models.PositiveIntegerField(null=True, blank=True, validators=[MinValueValidator(1)])
+    max_output_tokens = models.PositiveIntegerField(null=True, blank=True, validators=[MinValueValidator(1)])
+    capabilities = models.JSONField(default=list, blank=True, validators=[validate_capabilities])
+    model_class = models.CharField(
+        max_length=60, default="general", help_text="A label contracts can require, e.g. document-extraction."
+    )
+    enabled = models.BooleanField(default=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = "model"
+
+    def __str__(self) -> str:
+        return self.name
+
+    def save(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        if not self.name and self.provider_id:
+            self.name = f"{self.provider.name}/{self.upstream}"
+        super().save(*args, **kwargs)
+
+    def clean(self) -> None:
+        if not self.name and self.provider_id and self.upstream:
+            self.name = f"{self.provider.name}/{self.upstream}"
+        if not self.capabilities:
+            self.capabilities = ["text"]
+
+
+class Contract(models.Model):
+    """What an answer for one workload must satisfy. The version increases on every change."""
+
+    workload = models.CharField(max_length=100, unique=True, validators=[validate_name])
+    version = models.PositiveIntegerField(default=1, editable=False)
+    modalities = models.JSONField(default=list, blank=True, validators=[validate_modalities])
+    max_input_tokens = models.PositiveIntegerField(null=True, blank=True, validators=[MinValueValidator(1)])
+    requires_tools = models.BooleanField(default=False)
+    structured_output_required = models.BooleanField(default=False)
+    schema = models.JSONField(null=True, blank=True, validators=[validate_json_schema])
+    strict = models.BooleanField(default=False, help_text="Reject answers with properties the schema does not list.")
+    allowed_model_classes = models.JSONField(default=list, blank=True, validators=[validate_string_list])
+    max_cost_usd = models.DecimalField(
+        max_digits=12, decimal_places=6, null=True, blank=True, validators=[MinValueValidator(0)]
+    )
+    deadline_ms = models.PositiveIntegerField(null=True, blank=True, validators=[MinValueValidator(100)])
+    required_finish_reason = models.CharField(
+        max_length=20, blank=True, choices=[("", "any")] + [(r, r) for r in FINISH_REASONS]
+    )
+    min_output_chars = models.PositiveIntegerField(null=True, blank=True)
+    validator = models.CharField(
+        max_length=200, blank=True, help_text="Dotted path of a Python callable(answer) -> error message or None."
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["workload"]
+
+    def __str__(self) -> str:
+        return self.workload
+
+    def clean(self) -> None:
+        if self.structured_output_required and not self.schema:
+            raise ValidationError({"schema": "Structured output is required, so a JSON schema is needed."})
+        if self.validator:
+            from routing.validators_registry import resolve_validator
+
+            try:
+                resolve_validator(self.validator)
+            except ValueError as exc:
+                raise ValidationError({"validator": str(exc)}) from None
+
+
+class VirtualModel(models.Model):
+    source = models.CharField(max_length=200, unique=True, validators=[validate_name])
+    strategy = models.CharField(max_length=20, choices=[(s, s) for s in STRATEGIES], default="adaptive")
+    session_affinity = models.BooleanField(
+        default=True, help_text="Keep a session on the target that served it while that target is healthy."
+    )
+    contract = models.ForeignKey(Contract, null=True, blank=True, on_delete=models.SET_NULL)
+    enabled = models.BooleanField(default=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["source"]
+
+    def __str__(self) -> str:
+        return self.source
+
+
+class VirtualModelTarget(models.Model):
+    virtual_model = models.ForeignKey(VirtualModel, on_delete=models.CASCADE, related_name="targets")
+    position = models.PositiveIntegerField(default=0)
+    target = models.CharField(max_length=200, help_text="A model's public name or another virtual model.")
+    weight = models.FloatField(default=1.0)
+
+    class Meta:
+        ordering = ["virtual_model", "position", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["virtual_model", "target"], name="unique_virtual_target"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.virtual_model_id} -> {self.target}"
+
+    def clean(self) -> None:
+        if self.weight is None or not (self.weight > 0) or self.weight != self.weight:
+            raise ValidationError({"weight": "The weight must be greater than 0."})
+
+
+class TierRoute(models.Model):
+    alias = models.CharField(max_length=200, unique=True, validators=[validate_name])
+    easy = models.CharField(max_length=200, help_text="Target for easy requests (a model or virtual model).")
+    hard = models.CharField(max_length=200, help_text="Target for hard requests (a model or virtual model).")
+    contract = models.ForeignKey(Contract, null=True, blank=True, on_delete=models.SET_NULL)
+    enabled = models.BooleanField(default=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["alias"]
+
+    def __str__(self) -> str:
+        return self.alias
+
+
+def hash_secret(secret: str) -> str:
+    """The stored form of a gateway key. Keys are 256-bit random, so a plain SHA-256 is enough."""
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def new_gateway_secret() -> str:
+    return "gm-" + secrets.token_urlsafe(32)
+
+
+class GatewayKey(models.Model):
+    name = models.CharField(max_length=100, unique=True)
+    prefix = models.CharField(max_length=12, editable=False, help_text="The first characters, to recognise a key.")
+    secret_hash = models.CharField(max_length=64, unique=True, editable=False)
+    allowed_models = models.JSONField(
+        default=list, blank=True, validators=[validate_string_list], help_text="Empty: every model."
+    )
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def set_new_secret(self) -> str:
+        """Generate a secret, keep its hash, and return it (the only time it is ever visible)."""
+        secret = new_gateway_secret()
+        self.secret_hash = hash_secret(secret)
+        self.prefix = secret[:10]
+        return secret
+
+
+class RoutingSettings(models.Model):
+    """Admin overrides of the PRO_* settings. An empty field means: use the environment's value."""
+
+    smart_routing_enabled = models.BooleanField(null=True, blank=True)
+    smart_routing_threshold = models.PositiveIntegerField(null=True, blank=True)
+    smart_routing_session_ttl_seconds = models.PositiveIntegerField(null=True, blank=True)
+    smart_routing_keywords = models.JSONField(
+        null=True, blank=True, validators=[validate_string_list], help_text="Replaces the built-in keyword list."
+    )
+    routing_enabled = models.BooleanField(null=True, blank=True)
+    routing_objective = models.CharField(
+        max_length=10, blank=True, choices=[("", "environment"), ("balanced", "balanced"), ("latency", "latency"),
+                                            ("cost", "cost")]
+    )
+    min_weight_fraction = models.FloatField(null=True, blank=True)
+    cooldown_base_seconds = models.FloatField(null=True, blank=True)
+    cooldown_max_seconds = models.FloatField(null=True, blank=True)
+    warm_cache_weight = models.FloatField(null=True, blank=True)
+    warm_cache_ttl_seconds = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "routing settings"
+        verbose_name_plural = "routing settings"
+
+    def __str__(self) -> str:
+        return "Routing settings"
+
+    def clean(self) -> None:
+        errors: dict[str, str] = {}
+        if self.smart_routing_threshold is not None and not 1 <= self.smart_routing_threshold <= 100:
+            errors["smart_routing_threshold"] = "The threshold must be between 1 and 100."
+        if self.smart_routing_session_ttl_seconds is not None and self.smart_routing_session_ttl_seconds < 1:
+            errors["smart_routing_session_ttl_seconds"] = "The session TTL must be at least 1 second."
+        if self.min_weight_fraction is not None and not 0 <= self.min_weight_fraction <= 0.5:
+            errors["min_weight_fraction"] = "The minimum weight fraction must be between 0 and 0.5."
+        for field in ("cooldown_base_seconds", "cooldown_max_seconds", "warm_cache_ttl_seconds"):
+            value = getattr(self, field)
+            if value is not None and not value >= 0:
+                errors[field] = "Must be 0 or more seconds."
+        if (
+            self.cooldown_base_seconds is not None
+            and self.cooldown_max_seconds is not None
+            and self.cooldown_max_seconds < self.cooldown_base_seconds
+        ):
+            errors["cooldown_max_seconds"] = "The maximum cooldown must not be shorter than the base cooldown."
+        if self.warm_cache_weight is not None and not 1 <= self.warm_cache_weight <= 1000:
+            errors["warm_cache_weight"] = "The warm-cache weight must be between 1 and 1000."
+        if errors:
+            raise ValidationError(errors)
+
+    @classmethod
+    def load(cls) -> RoutingSettings:
+        obj, _ = cls.objects.get_or_create(pk=1)
+        return obj
+
+
+class ConfigState(models.Model):
+    """One row: the routing configuration's version. Workers poll it to hot-reload their snapshot."""
+
+    version = models.BigIntegerField(default=0)
+    changed_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "configuration version"
