@@ -249,6 +249,7 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
+FORMS_URLFIELD_ASSUME_HTTPS = True  # Django 6's default, opted into now
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "var" / "static"
 
@@ -273,6 +274,8 @@ GOMODEL_DEFAULT_DEADLINE_MS = env_int("GOMODEL_DEFAULT_DEADLINE_MS", 120_000, mi
 GOMODEL_UPSTREAM_CONNECT_TIMEOUT = env_duration("GOMODEL_UPSTREAM_CONNECT_TIMEOUT", "5s")
 GOMODEL_UPSTREAM_MAX_CONNECTIONS = env_int("GOMODEL_UPSTREAM_MAX_CONNECTIONS", 1000, minimum=1)
 REDIS_URL = env_str("REDIS_URL", "")
+# Set for several worker processes: prometheus_client then sums the metrics of all of them.
+PROMETHEUS_MULTIPROC_DIR = env_str("PROMETHEUS_MULTIPROC_DIR", "")
 
 # Smart tier routing (names and defaults as documented for GoModel's intelligent routing).
 PRO_SMART_ROUTING_ENABLED = env_bool("PRO_SMART_ROUTING_ENABLED", True)

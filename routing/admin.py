@@ -42,10 +42,11 @@ class VersionedAdmin(admin.ModelAdmin):
         return super().changelist_view(request, *args, **kwargs)
 
 
-def _check_public_name(name: str, kind: str, pk: int | None, field: str) -> None:
+def _check_public_name(name: str, kind: str, pk: int | None) -> None:
+    """Raise when ``name`` is taken by another model, virtual model or tier route: clients call all three."""
     owner = configcheck.public_name_owner(name, exclude=(kind, pk))
     if owner is not None:
-        raise ValidationError({field: f'The name "{name}" is already used by a {owner}.'})
+        raise ValidationError(f'The name "{name}" is already used by a {owner}.')
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -97,7 +98,10 @@ class ProviderModelForm(forms.ModelForm):
                 m.validate_name(data["name"])
             except ValidationError as exc:
                 raise ValidationError({"name": exc.messages}) from None
-            _check_public_name(data["name"], "model", self.instance.pk, "name")
+            try:
+                _check_public_name(data["name"], "model", self.instance.pk)
+            except ValidationError as exc:
+                raise ValidationError({"name": exc.messages}) from None
         if not data.get("capabilities"):
             data["capabilities"] = ["text"]
         return data
@@ -174,7 +178,7 @@ class VirtualModelForm(forms.ModelForm):
 
     def clean_source(self) -> str:
         source: str = self.cleaned_data["source"]
-        _check_public_name(source, "virtual model", self.instance.pk, "source")
+        _check_public_name(source, "virtual model", self.instance.pk)
         return source
 
 
@@ -208,7 +212,10 @@ class TierRouteForm(forms.ModelForm):
         data = super().clean()
         alias = data.get("alias")
         if alias:
-            _check_public_name(alias, "tier route", self.instance.pk, "alias")
+            try:
+                _check_public_name(alias, "tier route", self.instance.pk)
+            except ValidationError as exc:
+                raise ValidationError({"alias": exc.messages}) from None
         known = configcheck.callable_names()
         errors = {}
         for tier in ("easy", "hard"):

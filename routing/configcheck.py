@@ -37,11 +37,11 @@ def callable_names() -> set[str]:
 
 def graph_problems_with(source: str, targets: Sequence[str], *, previous_source: str | None) -> list[GraphProblem]:
     """Graph problems if ``source`` had ``targets``, everything else as stored now."""
-    edges: dict[str, list[str]] = {}
+    # The edited model goes first, so a cycle through it is reported from its point of view.
+    edges: dict[str, list[str]] = {source: list(targets)}
     for vm in m.VirtualModel.objects.prefetch_related("targets"):
         if vm.source in (source, previous_source):
             continue
         edges[vm.source] = [t.target for t in vm.targets.all()]
-    edges[source] = list(targets)
     concrete = set(m.ProviderModel.objects.values_list("name", flat=True))
     return check_virtual_graph(edges, concrete)

@@ -355,9 +355,12 @@ def parse_config(data: Mapping[str, Any]) -> dict[str, Any]:
             if name in seen and seen[name] != label:
                 chk.add(label, f'the public name "{name}" is already used in {seen[name]}')
             seen.setdefault(name, label)
+    aliases = existing_aliases | set(routes)
     for i, vm in enumerate(virtual):
         if vm["source"] in all_models:
             chk.add(f"virtual_models[{i}].source", f'"{vm["source"]}" is already a model name')
+        elif vm["source"] in aliases:
+            chk.add(f"virtual_models[{i}].source", f'"{vm["source"]}" is already a tier alias')
     edges: dict[str, list[str]] = {
         vm.source: [t.target for t in vm.targets.all()] for vm in m.VirtualModel.objects.prefetch_related("targets")
     }

@@ -41,7 +41,7 @@ def env_reference_name(reference: str) -> str | None:
 def validate_name(value: str) -> None:
     if not NAME_PATTERN.match(value):
         raise ValidationError(
-            "Use 1-200 letters, digits and . _ : / @ + - (starting with a letter or digit).", code="invalid"
+            "Use 1-200 letters, digits and . _ : / @ + - (starting with a letter or digit).", code="invalid_value"
         )
 
 
@@ -56,11 +56,11 @@ def validate_env_reference(value: str) -> None:
 
 def _check_list_of(value: object, allowed: tuple[str, ...], what: str) -> None:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ValidationError(f"Expected a list of {what}.", code="invalid")
+        raise ValidationError(f"Expected a list of {what}.", code="invalid_value")
     unknown = [v for v in value if v not in allowed]
     if unknown:
         raise ValidationError(
-            f"Unknown {what}: {', '.join(unknown)}. Choose from {', '.join(allowed)}.", code="invalid"
+            f"Unknown {what}: {', '.join(unknown)}. Choose from {', '.join(allowed)}.", code="invalid_value"
         )
 
 
@@ -74,7 +74,7 @@ def validate_modalities(value: object) -> None:
 
 def validate_string_list(value: object) -> None:
     if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
-        raise ValidationError("Expected a list of non-empty names.", code="invalid")
+        raise ValidationError("Expected a list of non-empty names.", code="invalid_value")
 
 
 def validate_json_schema(value: object) -> None:
@@ -82,7 +82,7 @@ def validate_json_schema(value: object) -> None:
     if value in (None, {}):
         return
     if not isinstance(value, dict):
-        raise ValidationError("A JSON schema must be an object.", code="invalid")
+        raise ValidationError("A JSON schema must be an object.", code="invalid_value")
     from jsonschema import exceptions, validators
 
     try:
@@ -90,7 +90,7 @@ def validate_json_schema(value: object) -> None:
     except exceptions.SchemaError as exc:
         where = "/".join(str(p) for p in exc.path)
         raise ValidationError(
-            f"Invalid JSON schema{' at ' + where if where else ''}: {exc.message}", code="invalid"
+            f"Invalid JSON schema{' at ' + where if where else ''}: {exc.message}", code="invalid_value"
         ) from None
 
 

@@ -41,7 +41,7 @@ def check_virtual_graph(
             return depth[node]
         if node in visiting:
             start = path.index(node)
-            cycle = path[start:] + [node]
+            cycle = path[start:]  # the path already ends with the node that closes the cycle
             owner = cycle[0]
             if owner not in reported_cycle:
                 reported_cycle.update(cycle)

@@ -1,0 +1,126 @@
+"""manage.py demo: the whole gateway on one machine, with simulated providers and no API key needed.
+
+Migrates the database (SQLite unless DATABASE_URL says otherwise), loads the demo configuration (an
+easy/hard tier route over adaptive virtual models), starts the provider simulator and the gateway on
+127.0.0.1, prints how to call it, and stops both on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx2
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+DEMO_CONFIG = Path(__file__).resolve().parents[2] / "demo" / "demo.yaml"
+SIMULATOR_PORT = 18001  # the demo configuration's providers point here
+
+
+class Command(BaseCommand):
+    help = "Run the gateway with simulated providers on 127.0.0.1 (no API key needed)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--port", type=int, default=8000, help="Gateway port (default 8000).")
+        parser.add_argument("--check", action="store_true",
+                            help="Start everything, send one request, and exit (for CI and smoke tests).")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        port = options["port"]
+        # The simulator accepts any key; the providers reference this variable like a real deployment would.
+        os.environ.setdefault("GOMODEL_DEMO_KEY", "demo-" + secrets.token_hex(8))
+        Path(settings.BASE_DIR, "var").mkdir(exist_ok=True)
+        call_command("migrate", verbosity=0)
+        call_command("loadconfig", str(DEMO_CONFIG), stdout=self.stdout)
+        password = secrets.token_urlsafe(9)
+        user, _ = User.objects.get_or_create(username="admin", defaults={"is_staff": True, "is_superuser": True})
+        user.is_staff = user.is_superuser = True
+        user.set_password(password)
+        user.save()
+
+        root = Path(settings.BASE_DIR)
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        simulator = subprocess.Popen(
+            [sys.executable, "-m", "routing.simulator", "--host", "127.0.0.1", "--port", str(SIMULATOR_PORT)],
+            cwd=root, env=env,
+        )
+        gateway = subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", "gomodel_site.asgi:application", "--host", "127.0.0.1",
+             "--port", str(port), "--log-level", "warning", "--no-access-log"],
+            cwd=root, env=env,
+        )
+        try:
+            self._wait_ready(f"http://127.0.0.1:{SIMULATOR_PORT}/_sim/stats", simulator, "simulator")
+            self._wait_ready(f"http://127.0.0.1:{port}/health/ready", gateway, "gateway")
+            self._print_instructions(port, password)
+            if options["check"]:
+                self._smoke(port)
+                return
+            while simulator.poll() is None and gateway.poll() is None:
+                time.sleep(0.5)
+            raise CommandError("a demo process stopped; see its output above")
+        except KeyboardInterrupt:
+            self.stdout.write("\nStopping the demo.")
+        finally:
+            for process in (gateway, simulator):
+                if process.poll() is None:
+                    process.send_signal(signal.SIGTERM)
+            for process in (gateway, simulator):
+                try:
+                    process.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+
+    def _wait_ready(self, url: str, process: subprocess.Popen[bytes], name: str) -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise CommandError(f"the {name} exited with status {process.returncode}")
+            try:
+                if httpx2.get(url, timeout=1).status_code == 200:
+                    return
+            except httpx2.HTTPError:
+                pass
+            time.sleep(0.2)
+        raise CommandError(f"the {name} did not become ready at {url}")
+
+    def _smoke(self, port: int) -> None:
+        response = httpx2.post(
+            f"http://127.0.0.1:{port}/v1/chat/completions",
+            json={"model": "normal", "messages": [{"role": "user", "content": "Hello!"}]},
+            timeout=30,
+        )
+        if response.status_code != 200:
+            raise CommandError(f"the demo request failed with {response.status_code}: {response.text[:300]}")
+        self.stdout.write(f"demo check passed: {response.headers.get('x-gomodel-target')} answered")
+
+    def _print_instructions(self, port: int, password: str) -> None:
+        base = f"http://127.0.0.1:{port}"
+        self.stdout.write(f"""
+The gateway is running at {base} with simulated providers (no API key needed).
+
+  curl {base}/v1/chat/completions -H 'content-type: application/json' \\
+    -d '{{"model": "normal", "messages": [{{"role": "user", "content": "Hello!"}}]}}' -i
+
+  python3 -c "from openai import OpenAI; c = OpenAI(base_url='{base}/v1', api_key='unused'); \\
+print(c.chat.completions.create(model='normal', messages=[{{'role': 'user', 'content': 'Hi'}}]).choices[0].message)"
+
+  Streaming:  add "stream": true to the body (curl -N), or stream=True with the SDK.
+  Explain:    curl {base}/v1/routing/explain -H 'content-type: application/json' -d '{{"model": "normal", \\
+"messages": [{{"role": "user", "content": "Think step by step: why does this fail?"}}]}}'
+  Models:     curl {base}/v1/models
+  Metrics:    {base}/metrics
+  Admin:      {base}/admin/   user admin, password {password}
+  Auditors:   {base}/audit/
+
+Press Ctrl-C to stop.
+""")
