@@ -249,7 +249,6 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
-FORMS_URLFIELD_ASSUME_HTTPS = True  # Django 6's default, opted into now
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "var" / "static"
 

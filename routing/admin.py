@@ -54,14 +54,42 @@ def _check_public_name(name: str, kind: str, pk: int | None) -> None:
 # ----------------------------------------------------------------------------------------------------------
 
 
+class ReferenceInput(forms.TextInput):
+    """Renders only what looks like a ``${VAR}`` reference: a raw key typed by mistake is never echoed back."""
+
+    def format_value(self, value: Any) -> str | None:
+        if value and m.env_reference_name(str(value)) is None:
+            return None
+        return super().format_value(value)
+
+
+class ProviderKeyForm(forms.ModelForm):
+    class Meta:
+        model = m.ProviderKey
+        fields = ("reference", "position")
+        widgets = {"reference": ReferenceInput(attrs={"placeholder": "${OPENAI_API_KEY}", "size": 40})}
+
+
 class ProviderKeyInline(admin.TabularInline):
     model = m.ProviderKey
+    form = ProviderKeyForm
     extra = 1
     fields = ("reference", "position")
 
 
+class ProviderForm(forms.ModelForm):
+    base_url = forms.URLField(
+        assume_scheme="https", max_length=500, help_text=m.Provider._meta.get_field("base_url").help_text
+    )
+
+    class Meta:
+        model = m.Provider
+        fields = "__all__"
+
+
 @admin.register(m.Provider)
 class ProviderAdmin(VersionedAdmin):
+    form = ProviderForm
     list_display = ("name", "kind", "base_url", "key_count", "enabled")
     list_filter = ("kind", "enabled")
     search_fields = ("name", "base_url")

@@ -168,14 +168,14 @@ def test_it_refuses_a_raw_provider_key(admin_client: Client) -> None:
     })
     errors = errors_of(response)
     assert any("reference to an environment variable" in e for e in errors["targets.reference"]), errors
-    assert "abcdefghijklmnopqrstuvwxyz" not in response.content.decode().split("errorlist")[1][:400]
+    assert "abcdefghijklmnopqrstuvwxyz" not in response.content.decode()  # never echoed back
     assert not m.Provider.objects.exists()
 
 
 def test_it_shows_a_new_gateway_key_once_and_stores_only_its_hash(admin_client: Client) -> None:
     response = admin_client.post("/admin/routing/gatewaykey/add/", {"name": "ci", "allowed_models": "[]"},
                                  follow=True)
-    shown = [str(message) for message in response.context["messages"]]
+    shown = [str(message) for message in response.context["messages"] if "<code>" in str(message)]
     assert len(shown) == 1 and "gm-" in shown[0]
     secret = shown[0].split("<code>")[1].split("</code>")[0]
     key = m.GatewayKey.objects.get(name="ci")
