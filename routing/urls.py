@@ -2,6 +2,15 @@
 
 from __future__ import annotations
 
-from django.urls import path
+from django.urls import path, re_path
 
-urlpatterns: list = []
+from routing import metrics, views
+
+urlpatterns = [
+    path("v1/chat/completions", views.chat_completions, name="chat-completions"),
+    path("v1/messages", views.messages, name="messages"),
+    path("v1/models", views.models, name="models"),
+    path("v1/routing/explain", views.explain, name="routing-explain"),
+    path("metrics", metrics.metrics_view, name="metrics"),
+    re_path(r"^v1/(?P<path>.*)$", views.not_found),
+]

@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from routing.core.features import Features
+
 # Rough but cheap: about four characters per token for English text, and a flat charge per attachment
 # (a 1-megapixel image is ~1,600 tokens on Anthropic, up to ~1,100 on OpenAI). An estimate that is too
 # low costs one INCOMPATIBLE attempt; one that is too high would hide a model that could have answered.
@@ -211,3 +213,28 @@ def _anthropic_output(body: Mapping[str, Any]) -> tuple[Mapping[str, Any] | None
         schema = _schema(fmt.get("schema"))
         return schema, True, schema is not None
     return None, False, False
+
+
+def requirements_from_features(features: Features) -> Requirements:
+    """The Requirements of a request from its already-extracted Features (the request path's way: the
+    body is walked once, by ``extract_features``; ``requirements_from_request`` is the stand-alone form)."""
+    if features.tool_choice == "tool":
+        choice: ToolChoice = "required"
+    elif features.tool_choice in ("none", "required"):
+        choice = "none" if features.tool_choice == "none" else "required"
+    else:
+        choice = "auto"
+    structured = features.structured_output
+    return Requirements(
+        modalities=features.modalities | {"text"},
+        estimated_input_tokens=features.estimated_input_tokens,
+        max_output_tokens=features.max_output_tokens,
+        tools=tuple(
+            DeclaredTool(tool.name, tool.parameters, freeform=tool.kind == "custom") for tool in features.tools
+        ),
+        tool_choice=choice,
+        forced_tool=features.forced_tool,
+        response_schema=features.output_schema if structured == "json_schema" else None,
+        json_required=bool(structured),
+        strict=features.output_schema_strict,
+    )
