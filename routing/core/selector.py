@@ -1,0 +1,489 @@
+"""Target selection for virtual models: pure strategies over an immutable tuple of candidates.
+
+A virtual model's candidates are built once per routing table (each ``Candidate`` holds the live
+``TargetHealth`` of its target, as Finagle's balancer holds its nodes), and ``select`` runs per request
+with the clock, the random generator and, for ``round_robin``, the virtual model's ``RoundRobinState``.
+It returns a ``Selection``: the winner, then the failover chain the engine walks on retryable errors.
+
+Strategies::
+
+    round_robin   smooth weighted round robin (nginx): weights 5,1,1 give a a b a c a a
+    weighted      random, in proportion to weight
+    failover      declaration order
+    cost          cheapest input+output price first; unpriced targets only after every priced one
+    adaptive      power of two choices over per-request weights (latency, price, warm cache, floor);
+                  the less loaded of the two wins. round_robin when adaptive routing is disabled.
+
+Rules shared by every strategy: targets in cooldown (and half-open targets whose probe slots are taken) are
+skipped and listed in ``skipped``; when none is left the selection is empty and carries
+``all_cooling_retry_after_s`` (the gateway answers 503 with Retry-After); a session's pinned target is kept
+while it is available and released only when it is not; a single available target is returned at once.
+
+The code favours flat loops over index-aligned lists: an adaptive pick over 8 targets must stay within
+10 microseconds (``bench/micro_selector.py``).
+"""
+
+from __future__ import annotations
+
+import random
+from bisect import bisect_right
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from itertools import accumulate
+from typing import Literal, Protocol
+
+from routing.core.health import COOLING, Vitals
+from routing.core.table import OBJECTIVES, STRATEGIES, RoutingSettings
+
+Affinity = Literal["honored", "released"]
+RankBy = Literal["weight", "declared", "price"]  # how a Selection orders the failover chain
+FAILOVER_RANKING: Mapping[str, RankBy] = {"failover": "declared", "cost": "price"}  # the others: by weight
+
+# The exponent of (cheapest price / own price) in an adaptive weight, per objective.
+PRICE_EXPONENT: Mapping[str, int] = {"latency": 0, "balanced": 1, "cost": 2}
+MIN_LATENCY_S = 1e-6  # estimates below this count as this (no division by zero)
+MIN_PRICE = 1e-9  # a free target counts as this cheap, so price ratios stay finite
+MIN_RETRY_AFTER_S = 1.0  # Retry-After is whole seconds; a half-open target busy probing recovers soon
+
+
+class HasVitals(Protocol):
+    """What the selector reads of a target's health: ``TargetHealth`` (live) or ``TargetStateView`` (frozen).
+
+    ``cooldown_until is None`` means closed, healthy and available: the common case is three attribute
+    reads; ``vitals`` is called only for a target whose breaker is open.
+    """
+
+    @property
+    def cooldown_until(self) -> float | None: ...
+
+    @property
+    def latency_estimate_s(self) -> float | None: ...
+
+    @property
+    def in_flight(self) -> int: ...
+
+    def vitals(self, now: float) -> Vitals: ...
+
+
+class Candidate:
+    """One target of a virtual model. ``price`` is input+output USD per 1M tokens; None means unpriced.
+
+    Treat it as immutable. A plain slotted class rather than a frozen dataclass because a request may build
+    several, and a frozen dataclass's ``__init__`` is markedly slower.
+    """
+
+    __slots__ = ("name", "health", "weight", "price", "price_weights")
+
+    def __init__(self, name: str, health: HasVitals, weight: float = 1.0, price: float | None = None) -> None:
+        if not weight > 0:
+            raise ValueError(f"{name}: weight must be > 0")
+        if price is not None and not price >= 0:
+            raise ValueError(f"{name}: price must be >= 0")
+        self.name = name
+        self.health = health
+        self.weight = weight
+        self.price = price
+        # weight / price ** k for k = 0, 1, 2 (None where unpriced), read by the adaptive hot loop.
+        self.price_weights: tuple[float | None, float | None, float | None]
+        if price is None:
+            self.price_weights = (weight, None, None)
+        else:
+            price = price if price > MIN_PRICE else MIN_PRICE
+            self.price_weights = (weight, weight / price, weight / (price * price))
+
+    def __repr__(self) -> str:
+        return f"Candidate({self.name!r}, weight={self.weight}, price={self.price})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Candidate):
+            return NotImplemented
+        return (self.name, self.health, self.weight, self.price) == (
+            other.name,
+            other.health,
+            other.weight,
+            other.price,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.name, id(self.health), self.weight, self.price))
+
+
+@dataclass(frozen=True, slots=True)
+class SelectorConfig:
+    """The PRO_ROUTING_* values the selector needs (the warm-cache TTL is the caller's: it decides warmth)."""
+
+    routing_enabled: bool = True
+    objective: str = "balanced"
+    min_weight_fraction: float = 0.05
+    warm_cache_weight: float = 8.0
+
+    def __post_init__(self) -> None:
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}")
+        if not 0.0 <= self.min_weight_fraction <= 0.5:
+            raise ValueError("min_weight_fraction must be within 0-0.5")
+        if self.warm_cache_weight < 1.0:
+            raise ValueError("warm_cache_weight must be >= 1")
+
+    @staticmethod
+    def from_settings(settings: RoutingSettings) -> SelectorConfig:
+        return SelectorConfig(
+            routing_enabled=settings.routing_enabled,
+            objective=settings.routing_objective,
+            min_weight_fraction=settings.min_weight_fraction,
+            warm_cache_weight=settings.warm_cache_weight,
+        )
+
+
+class RoundRobinState:
+    """Smooth weighted round robin's running values for one virtual model; keep one per virtual model."""
+
+    __slots__ = ("current",)
+
+    def __init__(self) -> None:
+        self.current: dict[str, float] = {}
+
+
+class Selection:
+    """The outcome of one selection. Read-only by convention (a plain slotted class: it is built per request).
+
+    ``winner`` is the target to try first and ``order`` the winner followed by the failover chain (available
+    targets only); both are empty when nothing is available, and then ``all_cooling_retry_after_s`` says when
+    the earliest target recovers. ``weights`` are the weights the strategy used, relative to the heaviest
+    (adaptive: computed for this request). ``affinity`` is None when no session target was given.
+    """
+
+    __slots__ = (
+        "strategy",
+        "winner",
+        "why",
+        "skipped",
+        "affinity",
+        "all_cooling_retry_after_s",
+        "_candidates",
+        "_weights",
+        "_rank_by",
+        "_order",
+    )
+
+    def __init__(
+        self,
+        strategy: str,
+        winner: str | None,
+        why: str,
+        candidates: Sequence[Candidate] = (),
+        weights: Sequence[float] = (),
+        rank_by: RankBy = "weight",
+        skipped: tuple[tuple[str, str], ...] = (),
+        affinity: Affinity | None = None,
+        all_cooling_retry_after_s: float | None = None,
+    ) -> None:
+        self.strategy = strategy
+        self.winner = winner
+        self.why = why
+        self.skipped = skipped
+        self.affinity = affinity
+        self.all_cooling_retry_after_s = all_cooling_retry_after_s
+        self._candidates = candidates
+        self._weights = weights  # aligned with candidates; 0 for a skipped target
+        self._rank_by = rank_by
+        self._order: tuple[str, ...] | None = None  # computed on first use: most picks never fail over
+
+    @property
+    def order(self) -> tuple[str, ...]:
+        """The winner, then the other available targets by declared order, price or weight (per strategy)."""
+        if self._order is None:
+            candidates, weights = self._candidates, self._weights
+            rest = [i for i, w in enumerate(weights) if w > 0.0 and candidates[i].name != self.winner]
+            if self._rank_by == "weight":
+                rest.sort(key=weights.__getitem__, reverse=True)  # stable: equal weights keep declared order
+            elif self._rank_by == "price":
+                rest = _by_price(candidates, rest)
+            head = () if self.winner is None else (self.winner,)
+            self._order = head + tuple(candidates[i].name for i in rest)
+        return self._order
+
+    @property
+    def weights(self) -> dict[str, float]:
+        """Each candidate's weight relative to the heaviest (1.0); 0.0 for a skipped target."""
+        heaviest = max(self._weights, default=0.0) or 1.0
+        return {c.name: w / heaviest for c, w in zip(self._candidates, self._weights, strict=True)}
+
+    def __repr__(self) -> str:
+        return f"Selection({self.strategy}, order={self.order}, affinity={self.affinity}, why={self.why!r})"
+
+
+def select(
+    strategy: str,
+    candidates: Sequence[Candidate],
+    *,
+    now: float,
+    rng: random.Random,
+    config: SelectorConfig,
+    session_target: str | None = None,
+    warm_target: str | None = None,
+    rr_state: RoundRobinState | None = None,
+) -> Selection:
+    """Pick a target among ``candidates`` (already filtered by the workload contract) and order the rest.
+
+    ``session_target``: the target this session is pinned to (kept while available). ``warm_target``: the
+    target that served this session within the warm-cache TTL (adaptive bonus). ``rr_state`` is required
+    for ``round_robin`` (and for ``adaptive`` with routing disabled).
+    """
+    if strategy == "adaptive":
+        if not config.routing_enabled:
+            strategy = "round_robin"
+    elif strategy not in STRATEGIES:
+        raise ValueError(f"unknown strategy {strategy!r}")
+    if strategy == "round_robin" and rr_state is None:
+        raise ValueError("round_robin needs the virtual model's RoundRobinState")
+
+    affinity: Affinity | None = None
+    if len(candidates) == 1:  # nothing to choose: no weights, no draw
+        only, health = candidates[0], candidates[0].health
+        if health.cooldown_until is None or health.vitals(now)[4]:
+            if session_target is not None:
+                affinity = "honored" if only.name == session_target else "released"
+            why = _released("only available target", affinity, session_target)
+            return Selection(strategy, only.name, why, candidates, [only.weight], "weight", (), affinity)
+
+    if strategy == "adaptive":
+        weights = adaptive_weights(candidates, now, config, warm_target)
+    else:
+        weights = available_weights(candidates, now)
+    available = len(weights) - weights.count(0.0)
+    skipped: tuple[tuple[str, str], ...] = ()
+    if available < len(weights):
+        skipped = _skip_reasons(candidates, weights, now)
+        if not available:
+            return _nothing_available(strategy, candidates, now, skipped)
+
+    kept = -1
+    if session_target is not None:
+        affinity = "released"
+        for index, candidate in enumerate(candidates):
+            if candidate.name == session_target and weights[index] > 0.0:
+                affinity, kept = "honored", index
+                break
+
+    if kept >= 0:
+        winner, why = kept, "session pin kept"
+    elif available == 1:
+        winner, why = _first_available(candidates, weights)
+        why = "only available target"
+    elif strategy == "adaptive":
+        winner, why = _power_of_two_choices(candidates, weights, rng)
+    elif strategy == "round_robin":
+        assert rr_state is not None
+        winner, why = _round_robin(candidates, weights, rr_state)
+    elif strategy == "weighted":
+        winner, why = _weighted(candidates, weights, rng)
+    elif strategy == "failover":
+        winner, why = _first_available(candidates, weights)
+    else:
+        winner, why = _cheapest(candidates, weights)
+    why = _released(why, affinity, session_target)
+    rank_by = FAILOVER_RANKING.get(strategy, "weight")
+    return Selection(strategy, candidates[winner].name, why, candidates, weights, rank_by, skipped, affinity)
+
+
+def available_weights(candidates: Sequence[Candidate], now: float) -> list[float]:
+    """Configured weights, aligned with ``candidates``; 0.0 for a target that is not available."""
+    weights: list[float] = []
+    for candidate in candidates:
+        health = candidate.health
+        if health.cooldown_until is None or health.vitals(now)[4]:
+            weights.append(candidate.weight)
+        else:
+            weights.append(0.0)
+    return weights
+
+
+def adaptive_weights(
+    candidates: Sequence[Candidate], now: float, config: SelectorConfig, warm_target: str | None = None
+) -> list[float]:
+    """Per-request weights, aligned with ``candidates``; 0.0 for a target that is not available.
+
+    weight = configured weight / latency estimate x (1 / price) ** k, x warm_cache_weight for a healthy warm
+    target, then raised to at least min_weight_fraction x the heaviest. k is 0 (objective latency),
+    1 (balanced) or 2 (cost). Only ratios matter: twice the latency halves the share, twice the price
+    halves it under balanced and quarters it under cost. A target never measured counts as fast as the
+    fastest measured one (it earns its configured share until its first answer); an unpriced target counts
+    as the dearest available priced one (an unknown price never attracts traffic).
+    """
+    exponent = PRICE_EXPONENT[config.objective]
+    weights: list[float] = []
+    append = weights.append  # the loop below is the selector's hot spot
+    deferred: list[int] = []  # unmeasured or unpriced: their weight needs the fastest or dearest peer
+    for candidate in candidates:
+        health = candidate.health
+        if health.cooldown_until is not None and not health.vitals(now)[4]:
+            append(0.0)
+            continue
+        latency = health.latency_estimate_s
+        static = candidate.price_weights[exponent]
+        if latency is None or static is None:
+            deferred.append(len(weights))
+            append(0.0)
+            continue
+        append(static / (latency if latency > MIN_LATENCY_S else MIN_LATENCY_S))
+    if deferred:
+        _weigh_unknowns(candidates, weights, deferred, exponent)
+    if warm_target is not None:
+        for index, candidate in enumerate(candidates):
+            if candidate.name == warm_target:
+                if weights[index] > 0.0 and candidate.health.cooldown_until is None:
+                    weights[index] *= config.warm_cache_weight
+                break
+    floor = config.min_weight_fraction * max(weights, default=0.0)
+    if floor > min(weights, default=0.0):
+        weights = [w if w >= floor or w == 0.0 else floor for w in weights]
+    return weights
+
+
+def _weigh_unknowns(candidates: Sequence[Candidate], weights: list[float], deferred: list[int], exponent: int) -> None:
+    """Weigh available targets never measured (as the fastest) or unpriced (as the dearest), in place."""
+    live = [i for i, w in enumerate(weights) if w > 0.0] + deferred
+    latencies = [lat for i in live if (lat := candidates[i].health.latency_estimate_s) is not None]
+    prices = [price for i in live if (price := candidates[i].price) is not None]
+    fastest = max(min(latencies), MIN_LATENCY_S) if latencies else 1.0
+    dearest = max(max(prices), MIN_PRICE) if prices else None
+    for index in deferred:
+        candidate = candidates[index]
+        latency = candidate.health.latency_estimate_s
+        weight = candidate.weight / (fastest if latency is None else max(latency, MIN_LATENCY_S))
+        price = candidate.price if candidate.price is not None else dearest
+        if exponent and price is not None:  # no available target priced at all: price plays no part
+            price = max(price, MIN_PRICE)
+            weight /= price if exponent == 1 else price * price
+        weights[index] = weight
+
+
+def _power_of_two_choices(candidates: Sequence[Candidate], weights: list[float], rng: random.Random) -> tuple[int, str]:
+    """Draw two distinct candidates in proportion to weight; the lower load wins, a tie goes to the first.
+
+    load = latency estimate x attempts in flight: the work the target still owes. Idle targets tie at 0, so
+    at low concurrency the shares follow the weights exactly; under concurrency a busy target (many or slow
+    attempts in flight) loses. A target never measured counts as fast as the one it is compared with.
+    """
+    cumulative = list(accumulate(weights))
+    total = cumulative[-1]
+    first = _index_at(cumulative, weights, rng.random() * total, exclude=-1)
+    first_weight = weights[first]
+    point = rng.random() * (total - first_weight)
+    if point >= cumulative[first] - first_weight:
+        point += first_weight  # step over the first draw's span
+    second = _index_at(cumulative, weights, point, exclude=first)
+    a, b = candidates[first], candidates[second]
+    a_latency, b_latency = a.health.latency_estimate_s, b.health.latency_estimate_s
+    if a_latency is None:
+        a_latency = 1.0 if b_latency is None else b_latency
+    if b_latency is None:
+        b_latency = a_latency
+    a_load, b_load = a_latency * a.health.in_flight, b_latency * b.health.in_flight
+    if b_load < a_load:
+        return second, f"p2c {a.name} vs {b.name}: {b.name} less loaded"
+    if a_load < b_load:
+        return first, f"p2c {a.name} vs {b.name}: {a.name} less loaded"
+    return first, f"p2c {a.name} vs {b.name}: equal load, {a.name} drawn first"
+
+
+def _index_at(cumulative: list[float], weights: list[float], point: float, *, exclude: int) -> int:
+    """The index whose cumulative span holds ``point``; rounding at the top end falls to the last eligible."""
+    index = bisect_right(cumulative, point)
+    if index < len(weights) and weights[index] > 0.0 and index != exclude:
+        return index
+    for index in range(len(weights) - 1, -1, -1):
+        if weights[index] > 0.0 and index != exclude:
+            return index
+    raise ValueError("no eligible candidate")  # unreachable: callers ensure two available targets
+
+
+def _weighted(candidates: Sequence[Candidate], weights: list[float], rng: random.Random) -> tuple[int, str]:
+    cumulative = list(accumulate(weights))
+    winner = _index_at(cumulative, weights, rng.random() * cumulative[-1], exclude=-1)
+    return winner, f"weighted draw: {candidates[winner].name}"
+
+
+def _round_robin(candidates: Sequence[Candidate], weights: list[float], state: RoundRobinState) -> tuple[int, str]:
+    """nginx's smooth weighted round robin over the available targets.
+
+    Each pick adds every available target's weight to its running value, picks the largest (the first on
+    ties) and subtracts the total from it. A session that keeps its pin does not take a turn.
+    """
+    current = state.current
+    winner, best, total = -1, 0.0, 0.0
+    for index, weight in enumerate(weights):
+        if weight == 0.0:
+            continue
+        name = candidates[index].name
+        value = current.get(name, 0.0) + weight
+        current[name] = value
+        total += weight
+        if winner < 0 or value > best:
+            winner, best = index, value
+    current[candidates[winner].name] = best - total
+    return winner, f"round robin turn: {candidates[winner].name}"
+
+
+def _first_available(candidates: Sequence[Candidate], weights: list[float]) -> tuple[int, str]:
+    for index, weight in enumerate(weights):
+        if weight > 0.0:
+            return index, f"first available in order: {candidates[index].name}"
+    raise ValueError("no available candidate")  # unreachable: select() returns earlier
+
+
+def _cheapest(candidates: Sequence[Candidate], weights: list[float]) -> tuple[int, str]:
+    """The cheapest available priced target (the first on ties), else the first available one."""
+    best = -1
+    for index, weight in enumerate(weights):
+        price = candidates[index].price
+        if weight > 0.0 and price is not None and (best < 0 or price < (candidates[best].price or 0.0)):
+            best = index
+    if best < 0:
+        index, _ = _first_available(candidates, weights)
+        return index, f"no available target is priced; first in order: {candidates[index].name}"
+    return best, f"cheapest available: {candidates[best].name} at {candidates[best].price:g}/1M"
+
+
+def _by_price(candidates: Sequence[Candidate], indexes: list[int]) -> list[int]:
+    """Priced targets by price (ties: declared order), then the unpriced ones in declared order."""
+    priced = sorted((i for i in indexes if candidates[i].price is not None), key=lambda i: candidates[i].price or 0.0)
+    return priced + [i for i in indexes if candidates[i].price is None]
+
+
+def _released(why: str, affinity: Affinity | None, session_target: str | None) -> str:
+    if affinity == "released":
+        return f"session pin on {session_target} released (not available); {why}"
+    return why
+
+
+def _skip_reasons(candidates: Sequence[Candidate], weights: list[float], now: float) -> tuple[tuple[str, str], ...]:
+    skipped = []
+    for index, weight in enumerate(weights):
+        if weight == 0.0:
+            candidate = candidates[index]
+            cooling = candidate.health.vitals(now)[0] == COOLING
+            skipped.append((candidate.name, "cooling" if cooling else "probe_busy"))
+    return tuple(skipped)
+
+
+def _nothing_available(
+    strategy: str, candidates: Sequence[Candidate], now: float, skipped: tuple[tuple[str, str], ...]
+) -> Selection:
+    """Every target is cooling (or busy probing): no attempt now, but when to come back.
+
+    The gateway answers 503 with Retry-After instead of probing a target early: a cooldown is the
+    provider's verdict (429, Retry-After, 401) or the breaker's, and an early request would only prolong it.
+    """
+    if not candidates:
+        return Selection(strategy, None, "no candidates")
+    retry_after = MIN_RETRY_AFTER_S
+    for index, candidate in enumerate(candidates):
+        status, _, _, until, _ = candidate.health.vitals(now)
+        wait = until - now if status == COOLING and until is not None else MIN_RETRY_AFTER_S
+        retry_after = wait if index == 0 or wait < retry_after else retry_after
+    retry_after = max(retry_after, MIN_RETRY_AFTER_S)
+    why = f"every target is cooling down; the first recovers in {retry_after:.0f}s"
+    weights = [0.0] * len(candidates)
+    return Selection(strategy, None, why, candidates, weights, "weight", skipped, None, retry_after)

@@ -1,0 +1,98 @@
+"""A running gateway (a real ASGI server in a subprocess) in front of the provider simulator.
+
+The gateway gets its own PostgreSQL database, created for the session and dropped afterwards, so the
+Django test database's per-test flushing never pulls its configuration away mid-run.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+import yaml
+
+from routing.simulator.server import SimulatorServer
+from tests.gateway_process import ROOT, Gateway, run_gateway
+
+SIM_KEY = "sim-secret-key-for-tests"
+
+SIM_MODELS: dict[str, Any] = {
+    "oa-model": {"latency_ms": 5, "chunk_count": 4},
+    "az-model": {"latency_ms": 5, "chunk_count": 4},
+    "an-model": {"latency_ms": 5, "chunk_count": 4},
+    "ge-model": {"latency_ms": 5, "chunk_count": 4},
+    "slow-stream": {"chunk_count": 6, "chunk_interval_ms": 150},
+    "text-only": {"latency_ms": 1},
+}
+CAPS = ["text", "image", "file", "tools", "json_schema", "reasoning"]
+
+
+def gateway_config(sim_url: str) -> dict[str, Any]:
+    ref = "${E2E_SIM_KEY}"
+    return {
+        "providers": [
+            {"name": "oa", "kind": "openai", "base_url": f"{sim_url}/v1", "api_key": ref},
+            {"name": "az", "kind": "azure_openai", "base_url": sim_url, "api_version": "2024-10-21", "api_key": ref},
+            {"name": "an", "kind": "anthropic", "base_url": sim_url, "api_key": ref},
+            {"name": "ge", "kind": "gemini", "base_url": sim_url, "api_key": ref},
+        ],
+        "models": [
+            {"provider": "oa", "upstream": "oa-model", "input_price": 1, "output_price": 2, "capabilities": CAPS},
+            {"provider": "az", "upstream": "az-model", "input_price": 1, "output_price": 2, "capabilities": CAPS},
+            {"provider": "an", "upstream": "an-model", "input_price": 1, "output_price": 2, "capabilities": CAPS},
+            {"provider": "ge", "upstream": "ge-model", "input_price": 1, "output_price": 2, "capabilities": CAPS},
+            {"provider": "oa", "upstream": "slow-stream", "capabilities": CAPS},
+            {"provider": "oa", "upstream": "text-only", "capabilities": ["text"]},
+        ],
+        "virtual_models": [
+            {"source": "pool", "strategy": "adaptive",
+             "targets": [{"model": "oa/oa-model"}, {"model": "an/an-model"}]},
+        ],
+        "tier_routes": {"normal": {"easy": "oa/oa-model", "hard": "pool"}},
+    }
+
+
+@pytest.fixture(scope="session")
+def simulator() -> Iterator[SimulatorServer]:
+    with SimulatorServer(config={"models": SIM_MODELS}) as sim:
+        yield sim
+
+
+@pytest.fixture(scope="session")
+def e2e_database_url() -> Iterator[str]:
+    name = f"gomodel_e2e_{os.getpid()}"
+    admin_url = "postgresql://postgres@127.0.0.1:5432/postgres"
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = f"postgres://postgres@127.0.0.1:5432/{name}"
+    env = dict(os.environ, DATABASE_URL=url, DJANGO_SETTINGS_MODULE="gomodel_site.settings")
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
+    yield url
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def gateway(tmp_path_factory: pytest.TempPathFactory, simulator: SimulatorServer,
+            e2e_database_url: str) -> Iterator[Gateway]:
+    tmp = tmp_path_factory.mktemp("gateway")
+    config = tmp / "config.yaml"
+    config.write_text(yaml.safe_dump(gateway_config(simulator.base_url)))
+    env = {"DATABASE_URL": e2e_database_url, "GOMODEL_CONFIG": str(config), "E2E_SIM_KEY": SIM_KEY,
+           "GOMODEL_MASTER_KEY": "", "CELERY_BROKER_URL": ""}
+    with run_gateway(Path(tmp), env) as running:
+        yield running
+
+
+@pytest.fixture
+def sim(simulator: SimulatorServer) -> Iterator[SimulatorServer]:
+    simulator.clear_faults()
+    yield simulator
+    simulator.clear_faults()
