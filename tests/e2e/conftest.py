@@ -6,6 +6,7 @@ Django test database's per-test flushing never pulls its configuration away mid-
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -27,7 +28,7 @@ SIM_MODELS: dict[str, Any] = {
     "az-model": {"latency_ms": 5, "chunk_count": 4},
     "an-model": {"latency_ms": 5, "chunk_count": 4},
     "ge-model": {"latency_ms": 5, "chunk_count": 4},
-    "slow-stream": {"chunk_count": 6, "chunk_interval_ms": 150},
+    "slow-stream": {"chunk_count": 12, "chunk_interval_ms": 150},
     "text-only": {"latency_ms": 1},
 }
 CAPS = ["text", "image", "file", "tools", "json_schema", "reasoning"]
@@ -64,19 +65,37 @@ def simulator() -> Iterator[SimulatorServer]:
         yield sim
 
 
-@pytest.fixture(scope="session")
-def e2e_database_url() -> Iterator[str]:
-    name = f"gomodel_e2e_{os.getpid()}"
-    admin_url = "postgresql://postgres@127.0.0.1:5432/postgres"
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+@contextlib.contextmanager
+def fresh_database(tag: str) -> Iterator[str]:
+    """A migrated PostgreSQL database of its own, dropped afterwards; yields its URL."""
+    name = f"gomodel_e2e_{tag}_{os.getpid()}"
+    with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         conn.execute(f'CREATE DATABASE "{name}"')
     url = f"postgres://postgres@127.0.0.1:5432/{name}"
-    env = dict(os.environ, DATABASE_URL=url, DJANGO_SETTINGS_MODULE="gomodel_site.settings")
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
-    yield url
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    try:
+        manage(url, "migrate", "-v0")
+        yield url
+    finally:
+        with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def manage(database_url: str, *args: str, env: dict[str, str] | None = None) -> str:
+    """Run a manage.py command against ``database_url``; its standard output."""
+    full = dict(os.environ, DATABASE_URL=database_url, DJANGO_SETTINGS_MODULE="gomodel_site.settings", **(env or {}))
+    done = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=full, check=True,
+                          capture_output=True, text=True)
+    return done.stdout
+
+
+@pytest.fixture(scope="session")
+def e2e_database_url() -> Iterator[str]:
+    with fresh_database("open") as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

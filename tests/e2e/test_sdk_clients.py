@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Iterator
 
 import anthropic
 import jsonschema
@@ -26,13 +27,15 @@ ANSWER_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}, "a
 
 
 @pytest.fixture
-def oai(gateway: Gateway) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{gateway.base_url}/v1", api_key="unused-on-loopback", max_retries=0)
+def oai(gateway: Gateway) -> Iterator[openai.OpenAI]:
+    with openai.OpenAI(base_url=f"{gateway.base_url}/v1", api_key="unused-on-loopback", max_retries=0) as client:
+        yield client
 
 
 @pytest.fixture
-def claude(gateway: Gateway) -> anthropic.Anthropic:
-    return anthropic.Anthropic(base_url=gateway.base_url, api_key="unused-on-loopback", max_retries=0)
+def claude(gateway: Gateway) -> Iterator[anthropic.Anthropic]:
+    with anthropic.Anthropic(base_url=gateway.base_url, api_key="unused-on-loopback", max_retries=0) as client:
+        yield client
 
 
 @pytest.mark.parametrize("target", TARGETS)

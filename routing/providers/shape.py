@@ -1,0 +1,89 @@
+"""Typed reads of a client's JSON body that fail with the JSON path of the bad field.
+
+The translators read untrusted bodies; a wrong type must become a 400 naming the field, never a
+KeyError or TypeError (a 500).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from routing.providers.errors import CapabilityError, RequestShapeError
+
+
+def as_list(value: Any, path: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise RequestShapeError(f"{path} must be an array", path)
+    return value
+
+
+def as_dict(value: Any, path: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise RequestShapeError(f"{path} must be an object", path)
+    return value
+
+
+def as_str(value: Any, path: str) -> str:
+    if not isinstance(value, str):
+        raise RequestShapeError(f"{path} must be a string", path)
+    return value
+
+
+def as_number(value: Any, path: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise RequestShapeError(f"{path} must be a number", path)
+    return float(value)
+
+
+def as_int(value: Any, path: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise RequestShapeError(f"{path} must be an integer", path)
+    return value
+
+
+def text_of(value: Any, path: str) -> str:
+    """The text of a content that may be a string or a list of text parts/blocks (joined with newlines)."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    texts = []
+    for i, part in enumerate(as_list(value, path)):
+        part = as_dict(part, f"{path}[{i}]")
+        if part.get("type") != "text":
+            raise RequestShapeError(f"only text is allowed here, not '{part.get('type')}'", f"{path}[{i}].type")
+        texts.append(as_str(part.get("text"), f"{path}[{i}].text"))
+    return "\n".join(texts)
+
+
+def refuse_unknown_keys(
+    body: Mapping[str, Any], *, known: frozenset[str], target: str, ignorable: frozenset[str] = frozenset()
+) -> None:
+    """Refuse a top-level field the translation does not carry over, so nothing is dropped silently.
+
+    ``ignorable`` lists documented hints that are dropped on purpose (see docs/providers.md).
+    """
+    for key in body:
+        if key not in known and key not in ignorable:
+            raise CapabilityError(key, f"'{key}' has no equivalent in the {target} format", key)
+
+
+def is_set(value: Any) -> bool:
+    """True for a value that asks for something (not None, False, 0, empty)."""
+    return value not in (None, False, 0, "", [], {})
+
+
+def object_or_empty(value: Any) -> dict[str, Any]:
+    """``value`` if it is a JSON object, else an empty one: for lenient reads of upstream answers."""
+    return value if isinstance(value, dict) else {}
+
+
+def list_or_empty(value: Any) -> list[Any]:
+    """``value`` if it is a JSON array, else an empty one: for lenient reads of upstream answers."""
+    return value if isinstance(value, list) else []
+
+
+def int_or(value: Any, default: int) -> int:
+    """``value`` if it is an integer, else ``default``."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else default

@@ -1,0 +1,152 @@
+"""Incremental Server-Sent Events parsing and frame encoding.
+
+Upstream bytes arrive in arbitrary chunks: an event may be split anywhere, even between the ``\\r`` and the
+``\\n`` of one line ending. ``SSEParser.feed`` returns only complete events and keeps the rest. Each event
+keeps its exact original bytes (``raw``) so that a pass-through stream can forward them untouched instead of
+re-serialising JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+_LINE_END = re.compile(rb"\r\n|\r|\n")
+
+DONE_FRAME = b"data: [DONE]\n\n"
+
+
+@dataclass(frozen=True, slots=True)
+class SSEEvent:
+    """One dispatched block. ``data`` is None for a block without a data field (a comment or keep-alive)."""
+
+    event: str | None
+    data: str | None
+    raw: bytes
+
+
+class SSEParser:
+    """Turns a byte stream into SSEEvents; feed chunks in order, then ``flush()`` at the end of the stream.
+
+    Streams that end lines with ``\\n`` only (OpenAI, Anthropic) take a fast path that splits whole
+    blocks on the blank line; the first ``\\r`` (Gemini ends lines with ``\\r\\n``) switches this
+    parser to a line-by-line scan that handles every line ending the SSE specification allows.
+    """
+
+    __slots__ = ("_buf", "_pos", "_event", "_data", "_has_line", "_line_by_line")
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+        self._pos = 0  # offset in _buf of the next line not yet read; _buf starts at the current block
+        self._event: str | None = None
+        self._data: list[str] | None = None
+        self._has_line = False
+        self._line_by_line = False
+
+    def feed(self, chunk: bytes) -> list[SSEEvent]:
+        """The events completed by ``chunk`` (possibly none)."""
+        if not self._line_by_line and b"\r" in chunk:
+            self._line_by_line = True  # the buffer holds only whole unread lines: the scan can take over
+        self._buf += chunk
+        return self._scan_lines() if self._line_by_line else self._split_blocks()
+
+    def _split_blocks(self) -> list[SSEEvent]:
+        buf = self._buf
+        events: list[SSEEvent] = []
+        start = 0
+        while True:
+            end = buf.find(b"\n\n", start)
+            if end < 0:
+                break
+            raw = bytes(buf[start : end + 2])
+            for line in raw[:-2].split(b"\n"):
+                if line:
+                    self._has_line = True
+                    self._read_field(line)
+            if self._has_line:
+                events.append(self._dispatch(raw))
+            start = end + 2
+        if start:
+            del buf[:start]
+        return events
+
+    def _scan_lines(self) -> list[SSEEvent]:
+        buf = self._buf
+        events: list[SSEEvent] = []
+        end = len(buf)
+        pos = self._pos
+        block_start = 0
+        while pos < end:
+            match = _LINE_END.search(buf, pos)
+            if match is None:
+                break
+            if match.end() == end and buf[match.start()] == 0x0D and match.end() - match.start() == 1:
+                break  # a lone trailing "\r" may be the first half of "\r\n": wait for the next byte
+            line_start, pos = pos, match.end()
+            if match.start() == line_start:
+                if self._has_line:
+                    events.append(self._dispatch(bytes(buf[block_start:pos])))
+                block_start = pos
+                continue
+            self._has_line = True
+            self._read_field(bytes(buf[line_start : match.start()]))
+        if block_start:
+            del buf[:block_start]
+        self._pos = pos - block_start
+        return events
+
+    def flush(self) -> list[SSEEvent]:
+        """The last block if the stream ended without its blank line (lenient with sloppy servers)."""
+        buf = self._buf
+        for line in _LINE_END.split(bytes(buf[self._pos :])):
+            if line:
+                self._has_line = True
+                self._read_field(line)
+        events = [self._dispatch(bytes(buf))] if self._has_line else []
+        buf.clear()
+        self._pos = 0
+        return events
+
+    def _read_field(self, line: bytes) -> None:
+        if line.startswith(b"data"):
+            name, value = b"data", line[4:]
+        elif line.startswith(b"event"):
+            name, value = b"event", line[5:]
+        else:
+            return  # a comment, id, retry or unknown field: nothing the gateway uses
+        if value[:1] == b":":
+            value = value[2:] if value[1:2] == b" " else value[1:]
+        elif value:
+            return  # "datafoo: x" is another field
+        text = value.decode("utf-8", errors="replace")
+        if name == b"event":
+            self._event = text
+        elif self._data is None:
+            self._data = [text]
+        else:
+            self._data.append(text)
+
+    def _dispatch(self, raw: bytes) -> SSEEvent:
+        data = None if self._data is None else "\n".join(self._data)
+        event = SSEEvent(self._event, data, raw)
+        self._event = None
+        self._data = None
+        self._has_line = False
+        return event
+
+
+def compact_json(obj: Any) -> str:
+    """JSON text without spaces; non-ASCII kept as UTF-8 (smaller than \\u escapes)."""
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+
+
+def data_frame(obj: Any) -> bytes:
+    """An unnamed SSE event (OpenAI's stream format)."""
+    return b"data: " + compact_json(obj).encode() + b"\n\n"
+
+
+def event_frame(event: str, obj: Any) -> bytes:
+    """A named SSE event (Anthropic's stream format)."""
+    return b"event: " + event.encode() + b"\ndata: " + compact_json(obj).encode() + b"\n\n"

@@ -1,0 +1,182 @@
+"""Stream translators: upstream SSE bytes in, the client's SSE frames out, answer and usage accumulated.
+
+How the engine drives one::
+
+    translator = adapter.stream_translator(inbound=..., public_model=..., client_wants_usage=...)
+    for chunk in upstream:                  # any chunk boundaries
+        write(translator.feed(chunk))       # complete client frames; the first one is the first byte
+    write(translator.finish())              # at upstream EOF: flushes; closing frames if complete
+    if not translator.complete:             # cut short, or translator.failure reported by the upstream
+        write(translator.error_frames("api_error", "the upstream stream ended early"))
+    translator.usage, translator.answer     # for cost and validation
+
+``feed`` raises MalformedResponse on a stream it cannot read. After an upstream error event
+(``failure``) the rest of the upstream stream is ignored.
+
+Three shapes: same format in and out forwards each event's original bytes (JSON is parsed only to
+accumulate; the model name is rewritten to the public one); other pairs decode to OpenAI chunks and
+encode those for the client.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from routing.core.answer import Answer, Usage
+from routing.providers.errors import Inbound
+from routing.providers.sse import DONE_FRAME, SSEEvent, SSEParser
+from routing.providers.stream_accumulator import ChunkAccumulator
+from routing.providers.stream_decoding import ChunkDecoder, OpenAIChunkDecoder, StreamFailure
+from routing.providers.stream_encoding import AnthropicEventEncoder, OpenAIFrameEncoder, stream_error_frames
+from routing.providers.stream_from_anthropic import AnthropicEventDecoder
+
+# The value of a "model" member. A "model" inside a JSON string has escaped quotes, so the first
+# '"model"' in an event is the member itself.
+_MODEL_VALUE = re.compile(rb'"model"\s*:\s*"(?:[^"\\]|\\.)*"')
+
+
+def _with_model(raw: bytes, member: bytes) -> bytes:
+    """``raw`` with its first ``"model": "..."`` member replaced by ``member``."""
+    start = raw.find(b'"model"')
+    if start < 0:
+        return raw
+    match = _MODEL_VALUE.match(raw, start)
+    return raw[:start] + member + raw[match.end() :] if match else raw
+
+
+class StreamTranslator:
+    """The engine's view of a stream; see the module docstring for the calling sequence."""
+
+    def __init__(self, *, inbound: Inbound, decoder: ChunkDecoder) -> None:
+        self.inbound = inbound
+        self._decoder = decoder
+        self._parser = SSEParser()
+        self._accumulator = ChunkAccumulator()
+
+    @property
+    def complete(self) -> bool:
+        """The upstream ended properly and reported no error."""
+        return self._decoder.complete and self._decoder.failure is None
+
+    @property
+    def failure(self) -> StreamFailure | None:
+        """The error the upstream reported mid-stream, if any."""
+        return self._decoder.failure
+
+    @property
+    def usage(self) -> Usage:
+        return self._accumulator.usage or self._decoder.partial_usage() or Usage()
+
+    @property
+    def answer(self) -> Answer:
+        return self._accumulator.answer(self._decoder.finish_override)
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """Client frames completed by this chunk of upstream bytes."""
+        return self._events(self._parser.feed(chunk))
+
+    def finish(self) -> list[bytes]:
+        """At upstream EOF: frames of a last unterminated event, then the closing frames if ``complete``."""
+        frames = self._events(self._parser.flush())
+        if self.complete:
+            frames += self._closing_frames()
+        return frames
+
+    def error_frames(self, error_type: str, message: str) -> list[bytes]:
+        """A well-formed error event in the client's format, to end a stream that failed."""
+        return stream_error_frames(self.inbound, error_type, message)
+
+    def _events(self, events: list[SSEEvent]) -> list[bytes]:
+        raise NotImplementedError
+
+    def _closing_frames(self) -> list[bytes]:
+        raise NotImplementedError
+
+
+class OpenAIPassThrough(StreamTranslator):
+    """OpenAI-format upstream to an OpenAI client: original bytes, minus the usage-only chunk that the
+    gateway asked for on its own account, plus ``[DONE]`` if a compatible server forgot it."""
+
+    def __init__(self, *, public_model: str, client_wants_usage: bool) -> None:
+        self._openai = OpenAIChunkDecoder()
+        super().__init__(inbound="openai", decoder=self._openai)
+        self._client_wants_usage = client_wants_usage
+        self._model_member = b'"model":' + json.dumps(public_model).encode()
+
+    def _events(self, events: list[SSEEvent]) -> list[bytes]:
+        frames: list[bytes] = []
+        for event in events:
+            if self._openai.failure is not None:
+                break
+            if event.data is None:
+                continue  # comments and keep-alives: the gateway's own stream needs none of them
+            chunks = self._openai.decode(event)
+            if not chunks:
+                if self._openai.done:
+                    frames.append(event.raw)
+                continue
+            chunk = chunks[0]
+            self._accumulator.add(chunk)
+            if not self._client_wants_usage and chunk.get("usage") and not chunk.get("choices"):
+                continue
+            frames.append(_with_model(event.raw, self._model_member))
+        return frames
+
+    def _closing_frames(self) -> list[bytes]:
+        return [] if self._openai.done else [DONE_FRAME]
+
+
+class AnthropicPassThrough(StreamTranslator):
+    """Anthropic upstream to an Anthropic client: original bytes; usage and answer read on the way."""
+
+    def __init__(self, *, public_model: str) -> None:
+        super().__init__(inbound="anthropic", decoder=AnthropicEventDecoder(public_model=public_model))
+        self._model_member = b'"model":' + json.dumps(public_model).encode()
+
+    def _events(self, events: list[SSEEvent]) -> list[bytes]:
+        frames: list[bytes] = []
+        for event in events:
+            if self._decoder.failure is not None:
+                break
+            if event.data is None:
+                continue
+            for chunk in self._decoder.decode(event):
+                self._accumulator.add(chunk)
+            if self._decoder.failure is not None:
+                break  # the engine ends the client's stream with its own error event
+            raw = event.raw
+            if event.event == "message_start":
+                raw = _with_model(raw, self._model_member)
+            frames.append(raw)
+        return frames
+
+    def _closing_frames(self) -> list[bytes]:
+        return []  # message_stop was forwarded as it came
+
+
+class TranslatingStream(StreamTranslator):
+    """Any other pair: upstream events -> OpenAI chunks -> the client's frames."""
+
+    def __init__(
+        self, *, inbound: Inbound, decoder: ChunkDecoder, encoder: OpenAIFrameEncoder | AnthropicEventEncoder
+    ) -> None:
+        super().__init__(inbound=inbound, decoder=decoder)
+        self._encoder = encoder
+
+    def _events(self, events: list[SSEEvent]) -> list[bytes]:
+        frames: list[bytes] = []
+        for event in events:
+            if self._decoder.failure is not None:
+                break
+            for chunk in self._decoder.decode(event):
+                self._accumulator.add(chunk)
+                frames += self._encoder.encode(chunk)
+        return frames
+
+    def _closing_frames(self) -> list[bytes]:
+        frames: list[bytes] = []
+        for chunk in self._decoder.final_chunks():
+            self._accumulator.add(chunk)
+            frames += self._encoder.encode(chunk)
+        return frames + self._encoder.close()
