@@ -21,7 +21,7 @@ from routing.providers.shape import as_dict, as_int, as_list, as_str, refuse_unk
 _KNOWN = frozenset(
     {
         "model", "messages", "system", "max_tokens", "stop_sequences", "temperature", "top_p", "top_k",
-        "tools", "tool_choice", "thinking", "output_config", "metadata", "stream",
+        "tools", "tool_choice", "thinking", "output_config", "output_format", "metadata", "stream",
     }
 )
 # Caching and scheduling hints: they change cost or speed, never what a correct answer is.
@@ -278,12 +278,16 @@ def _reasoning_and_format(body: Mapping[str, Any], out: dict[str, Any]) -> None:
             raise RequestShapeError(f"unknown thinking type '{kind}'", "thinking.type")
     if effort is not None:
         out["reasoning_effort"] = effort
+    # GA: output_config.format; the structured-outputs beta sent the same object as top-level output_format.
+    where = "output_config.format"
     output_format = output_config.get("format")
+    if output_format is None and body.get("output_format") is not None:
+        where, output_format = "output_format", body.get("output_format")
     if output_format is not None:
-        output_format = as_dict(output_format, "output_config.format")
+        output_format = as_dict(output_format, where)
         if output_format.get("type") != "json_schema":
-            raise RequestShapeError("output_config.format.type must be 'json_schema'", "output_config.format.type")
-        schema = as_dict(output_format.get("schema"), "output_config.format.schema")
+            raise RequestShapeError(f"{where}.type must be 'json_schema'", f"{where}.type")
+        schema = as_dict(output_format.get("schema"), f"{where}.schema")
         out["response_format"] = {
             "type": "json_schema",
             "json_schema": {"name": "response", "schema": schema, "strict": True},

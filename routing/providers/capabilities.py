@@ -105,6 +105,8 @@ def _anthropic_needs(body: Mapping[str, Any]) -> dict[str, str]:
                         _need(needs, inner_need, f"messages[{i}].content[{j}].content[{k}]")
     if body.get("tools"):
         _need(needs, "tools", "tools")
+    if body.get("output_format"):
+        _need(needs, "json_schema", "output_format")
     output_config = body.get("output_config")
     if isinstance(output_config, dict):
         if output_config.get("format"):
