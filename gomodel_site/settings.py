@@ -272,6 +272,12 @@ GOMODEL_MAX_BODY_BYTES = env_int("GOMODEL_MAX_BODY_BYTES", 10 * 1024 * 1024, min
 GOMODEL_DEFAULT_DEADLINE_MS = env_int("GOMODEL_DEFAULT_DEADLINE_MS", 120_000, minimum=100)
 GOMODEL_UPSTREAM_CONNECT_TIMEOUT = env_duration("GOMODEL_UPSTREAM_CONNECT_TIMEOUT", "5s")
 GOMODEL_UPSTREAM_MAX_CONNECTIONS = env_int("GOMODEL_UPSTREAM_MAX_CONNECTIONS", 1000, minimum=1)
+# Attempts per request: one primary plus GOMODEL_MAX_FALLBACKS fallbacks, and a same-route retry only for an
+# early connection failure; retries and fallbacks together stay under GOMODEL_RETRY_BUDGET of all requests.
+GOMODEL_MAX_ATTEMPTS = env_int("GOMODEL_MAX_ATTEMPTS", 3, minimum=1, maximum=10)
+GOMODEL_MAX_FALLBACKS = env_int("GOMODEL_MAX_FALLBACKS", 1, minimum=0, maximum=9)
+GOMODEL_SAME_ROUTE_RETRIES = env_int("GOMODEL_SAME_ROUTE_RETRIES", 1, minimum=0, maximum=5)
+GOMODEL_RETRY_BUDGET = env_float("GOMODEL_RETRY_BUDGET", 0.2, minimum=0.0, maximum=1.0)
 REDIS_URL = env_str("REDIS_URL", "")
 # Set for several worker processes: prometheus_client then sums the metrics of all of them.
 PROMETHEUS_MULTIPROC_DIR = env_str("PROMETHEUS_MULTIPROC_DIR", "")

@@ -177,6 +177,11 @@ async def run_json_attempt(spec: AttemptSpec) -> AttemptResult:
     )
 
 
+def _has_content(translator: StreamTranslator) -> bool:
+    answer = translator.answer
+    return bool(answer.text or answer.tool_calls or answer.reasoning_text) or translator.complete
+
+
 async def start_stream_attempt(spec: AttemptSpec) -> AttemptResult | LiveStream:
     """Send, and read until the first client frames exist (LiveStream) or the attempt failed."""
     request = _request(spec)
@@ -211,15 +216,20 @@ async def start_stream_attempt(spec: AttemptSpec) -> AttemptResult | LiveStream:
     frames: list[bytes] = []
     got_bytes = False
     try:
-        while not frames:
+        # Frames are held back until one carries content (or the stream ends): a provider's opening
+        # role-only chunk tells the client nothing, and while nothing was sent the attempt can be replaced.
+        while not (frames and _has_content(translator)):
             try:
                 chunk = await chunks.__anext__()
             except StopAsyncIteration:
-                frames = translator.finish()
+                frames += translator.finish()
+                if not translator.complete:
+                    frames = []  # ended before saying anything: a failed attempt, not an answer
                 break
             got_bytes = True
-            frames = translator.feed(chunk)
-            if translator.failure is not None and not frames:
+            frames += translator.feed(chunk)
+            if translator.failure is not None:
+                frames = []
                 break
     except MalformedResponse:
         await response.aclose()

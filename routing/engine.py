@@ -316,8 +316,10 @@ async def _attempts(
         now = time.monotonic()
         allowance = AttemptAllowance.for_target(health.latency_estimate_s)
         if not deadline.can_launch(now, allowance):
+            # Too slow for the time left; a faster candidate further down may still fit.
             deadline_exhausted = True
-            break
+            index += 1
+            continue
         admission = health.begin(now)
         if admission == "refused":  # cooled down since the plan was made
             index += 1
@@ -328,8 +330,8 @@ async def _attempts(
         keys = provider.api_keys
         api_key = keys[state.next_key_index(provider.name, len(keys))].reveal() if keys else ""
         spec = AttemptSpec(provider=provider, model=model, body=call.body, inbound=call.inbound, stream=stream,
-                           api_key=api_key, timeout_s=deadline.attempt_timeout(now), rules=rules,
-                           client_wants_usage=wants_usage)
+                           api_key=api_key, timeout_s=_attempt_timeout(deadline, now, allowance, models, index),
+                           rules=rules, client_wants_usage=wants_usage)
         try:
             result = await (start_stream_attempt(spec) if stream else run_json_attempt(spec))
         except TranslationError as exc:
@@ -398,6 +400,25 @@ async def _attempts(
                            code="deadline_exceeded", error_class="transient")
     _raise_failure(call, journey, last, deadline_exhausted)
     raise AssertionError("unreachable")
+
+
+def _attempt_timeout(
+    deadline: Deadline, now: float, allowance: AttemptAllowance, models: list[ModelSpec], index: int
+) -> float:
+    """The remaining time, less what one fallback would need when a fallback exists.
+
+    A hanging primary must not eat the whole deadline: when the next candidate's allowance can be set
+    aside while this attempt still keeps its own, it is set aside.
+    """
+    remaining = deadline.attempt_timeout(now)
+    if index + 1 >= len(models) or state.retry_policy.max_fallbacks == 0:
+        return remaining
+    following = state.health.get(models[index + 1].name)
+    # What the fallback needs, with room for the gateway's own work between the two attempts.
+    reserve = AttemptAllowance.for_target(following.latency_estimate_s).total * 1.1 + 0.05
+    if remaining - reserve >= allowance.total:
+        return remaining - reserve
+    return remaining
 
 
 def _count_attempt(target: str, outcome: AttemptOutcome) -> None:

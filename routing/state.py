@@ -29,12 +29,16 @@ class GatewayState:
     health: HealthRegistry = field(default_factory=HealthRegistry)
     round_robin: dict[str, RoundRobinState] = field(default_factory=dict)
     warm: TtlLruStore[str, str] = field(default_factory=lambda: TtlLruStore(MAX_WARM_SESSIONS))
-    retry_budget: RetryBudget = field(default_factory=RetryBudget)
+    retry_budget: RetryBudget = field(default_factory=lambda: RetryBudget(ratio=settings.GOMODEL_RETRY_BUDGET))
     idempotency: IdempotencyTable = field(default_factory=IdempotencyTable)
     ledger: ToolLedger = field(default_factory=ToolLedger)
     rng: random.Random = field(default_factory=random.Random)
     selector_config: SelectorConfig = field(default_factory=SelectorConfig)
-    retry_policy: RetryPolicy = field(default_factory=RetryPolicy)
+    retry_policy: RetryPolicy = field(default_factory=lambda: RetryPolicy(
+        max_attempts_total=settings.GOMODEL_MAX_ATTEMPTS,
+        max_fallbacks=settings.GOMODEL_MAX_FALLBACKS,
+        same_route_retries=settings.GOMODEL_SAME_ROUTE_RETRIES,
+    ))
     _pins: PinStore | None = None
     _key_turn: dict[str, int] = field(default_factory=dict)
     applied_version: int = -1
@@ -77,7 +81,7 @@ class GatewayState:
         self.health.reset()
         self.round_robin.clear()
         self.warm = TtlLruStore(MAX_WARM_SESSIONS)
-        self.retry_budget = RetryBudget()
+        self.retry_budget = RetryBudget(ratio=settings.GOMODEL_RETRY_BUDGET)
         self.idempotency = IdempotencyTable()
         self.ledger = ToolLedger()
 

@@ -1,0 +1,504 @@
+"""Request body (OpenAI or Anthropic shape) -> Features: everything routing needs, read in one pass.
+
+The classifier, the session detector and the engine all read the same ``Features``, so a request body is
+walked exactly once. The rules for what counts are written out in docs/smart-routing.md; in short:
+
+* Counted characters (``total_chars``) are Unicode code points of every text the model reads as the
+  conversation: the system prompt (Anthropic ``system``, OpenAI ``system``/``developer`` messages), the text
+  of every message of every role, tool results, and the string values inside tool-call arguments (keys,
+  numbers and JSON punctuation do not count, so ``{"a": "xy"}`` is 2 characters in both shapes). Tool
+  definitions, response schemas, attachment data, thinking blocks, names and ids do not count.
+* Code and diagnostics are looked for in the same texts except the system prompt, which is usually a
+  static template with format examples and would otherwise mark every request of a client as code.
+* The latest user message is the last ``user`` message that is not made only of tool results (Anthropic
+  sends tool results as user turns; OpenAI sends them as ``tool`` messages), and its text is its string
+  content or its text parts joined by newlines.
+* Conversation depth counts turns: messages other than system prompts, where consecutive messages from the
+  same side (assistant, or user-side: user and tool) count once. Parallel tool results are one turn in
+  both shapes.
+
+Both shapes are read by the same walker, so equivalent content gives equal features. Any JSON is accepted:
+values of an unexpected type are ignored, never raised on; validating the schema is the caller's job.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Shape = Literal["openai", "anthropic"]
+
+CHARS_PER_TOKEN = 4
+# A rough input-token charge per image (a 1-megapixel image costs ~765-1,600 tokens across providers).
+IMAGE_TOKEN_ALLOWANCE = 1_000
+
+_SYSTEM_ROLES = frozenset({"system", "developer"})
+_REASONING_EFFORTS = frozenset({"medium", "high", "xhigh", "max"})
+_THINKING_TYPES = frozenset({"enabled", "adaptive"})
+_ATTACHMENT_KINDS = {
+    "image_url": "image",  # OpenAI
+    "input_image": "image",
+    "image": "image",  # Anthropic
+    "input_audio": "audio",  # OpenAI
+    "file": "file",  # OpenAI
+    "input_file": "file",
+    "document": "file",  # Anthropic
+}
+_TOOL_CALL_BLOCKS = frozenset({"tool_use", "server_tool_use"})
+
+# Code and diagnostics. A fenced block (```) and Go's "panic:" count anywhere; every other diagnostic counts
+# at the start of a line (after spaces or tabs), where git, compilers and runtimes print it. Why this shape:
+# ``_LINE_START`` begins with a newline, which the regex engine finds with a fast scan, and then tests a few
+# literals, so the whole text costs about one pass plus a little per line, where a dozen substring searches
+# or a general multi-line regex would cost ten times more. A rule's regex runs only on a line that starts
+# with its prefix and contains its marker, reads at most ``_MAX_LINE_CHARS`` characters, and has no nested
+# quantifiers, so a text of nothing but "at ..." lines stays cheap too.
+# (prefix, marker the line must contain, regex the line must match or None, evidence)
+_LINE_RULES: tuple[tuple[str, str, re.Pattern[str] | None, str], ...] = (
+    ("diff --git ", "", None, "diff --git"),
+    ("@@ -", " @@", re.compile(r"@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@"), "unified diff"),
+    ("Traceback (most recent call last)", "", None, "Python traceback"),
+    ('File "', '", line ', re.compile(r'File "[^"]+", line \d+'), "Python traceback"),
+    ("goroutine ", " [", re.compile(r"goroutine \d+ \["), "Go stack trace"),
+    ("thread '", "' panicked at ", re.compile(r"thread '[^']*' panicked at "), "Rust panic"),
+    ('Exception in thread "', "", None, "Java exception"),
+    (
+        "at ",
+        ")",
+        re.compile(r"at [\w$.<>/-]++\((?:[\w$-]++\.(?:java|kt|scala|groovy)(?::\d+)?|Native Method|Unknown Source)\)"),
+        "JVM stack trace",
+    ),
+    (
+        "at ",
+        ":",
+        re.compile(r"at (?:(?:async |new )?[^\s()]++(?: \[as [^\]\s]++\])? \()?[^\s()]+:\d+:\d+\)?"),
+        "JavaScript stack trace",
+    ),
+    ("at ", ":line ", re.compile(r"at [^\s(]++\([^)]*+\) in .+:line \d+"), ".NET stack trace"),
+)
+_MAX_LINE_CHARS = 2_000  # a real stack frame or hunk header is far shorter
+_RULES_BY_PREFIX: dict[str, list[tuple[str, str, re.Pattern[str] | None, str]]] = {}
+for _rule in _LINE_RULES:
+    _RULES_BY_PREFIX.setdefault(_rule[0], []).append(_rule)
+# The prefix is captured, so a candidate line is checked against its own rules only.
+_LINE_START = re.compile("\n[ \t]*+(?=(" + "|".join(re.escape(prefix) for prefix in _RULES_BY_PREFIX) + "))")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """One declared tool: its name, kind and the JSON schema of its arguments (None when it has none)."""
+
+    name: str
+    kind: str  # "function", "custom", or an Anthropic server tool type such as "web_search_20250305"
+    parameters: Mapping[str, Any] | None
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Features:
+    """What the gateway knows about one request after reading its body once."""
+
+    shape: str
+    model: str
+    total_chars: int
+    latest_user_text: str
+    message_count: int  # conversation depth in turns (see the module docstring)
+    raw_message_count: int  # entries in ``messages``, as sent
+    tools: tuple[ToolSpec, ...]
+    tool_choice: str | None  # "auto", "none", "required", "tool" (one named tool), or None when absent
+    forced_tool: str | None  # the tool's name when tool_choice is "tool"
+    structured_output: str  # "json_schema", "json_object" or "" when none was requested
+    output_schema: Mapping[str, Any] | None
+    output_schema_strict: bool
+    attachments: tuple[str, ...]  # the kind of each attachment ("image", "audio", "file") in body order
+    modalities: frozenset[str]
+    code_evidence: str  # what showed code or diagnostics, "" when nothing did
+    reasoning: str  # how reasoning was requested, e.g. "reasoning_effort=high"; "" when it was not
+    max_output_tokens: int | None
+    stream: bool
+    estimated_input_tokens: int
+    system_text: str  # the system prompt before the first user turn (session identity)
+    opening_turns: tuple[tuple[str, str], ...]  # (role, text) up to and including the first user turn
+    metadata_user_id: str | None
+    session_id: str | None
+    prompt_cache_key: str | None
+    user: str | None
+
+    @property
+    def tool_count(self) -> int:
+        return len(self.tools)
+
+    @property
+    def tool_names(self) -> tuple[str, ...]:
+        return tuple(tool.name for tool in self.tools)
+
+    @property
+    def has_code(self) -> bool:
+        return bool(self.code_evidence)
+
+    @property
+    def reasoning_requested(self) -> bool:
+        return bool(self.reasoning)
+
+
+def extract_features(body: Mapping[str, Any], shape: Shape) -> Features:
+    """Features of ``body``; linear in its size and never raising, whatever JSON a client sent."""
+    if type(body) is not dict and not isinstance(body, Mapping):  # the ABC check costs ~0.4 us; skip it for dicts
+        body = {}
+    walk = _MessageWalk()
+    walk.add_system(body.get("system"))  # Anthropic's system prompt (read in either shape, like every field)
+    messages = body.get("messages")
+    if isinstance(messages, list):
+        for message in messages:
+            if isinstance(message, dict):
+                walk.add_message(message)
+    # Most bodies carry none of the optional fields: test for them before paying for the calls.
+    tools: tuple[ToolSpec, ...] = ()
+    if "tools" in body or "functions" in body:
+        tools = _tools(body.get("tools")) + _tools(body.get("functions"))
+    tool_choice, forced_tool = (None, None)
+    if "tool_choice" in body or "function_call" in body:
+        tool_choice, forced_tool = _tool_choice(body)
+    structured, schema, strict = ("", None, False)
+    if "response_format" in body or "output_format" in body or "output_config" in body:
+        structured, schema, strict = _structured_output(body)
+    reasoning = ""
+    if "reasoning_effort" in body or "reasoning" in body or "thinking" in body:
+        reasoning = _reasoning(body)
+    image_count = walk.attachments.count("image")
+    modalities = set(walk.attachments)
+    if walk.total_chars:
+        modalities.add("text")
+    metadata = body.get("metadata")
+    return _features_from_fields(
+        {
+            "shape": shape,
+            "model": _text_field(body.get("model")) or "",
+            "total_chars": walk.total_chars,
+            "latest_user_text": "\n".join(walk.latest_user_texts),
+            "message_count": walk.turns,
+            "raw_message_count": len(messages) if isinstance(messages, list) else 0,
+            "tools": tools,
+            "tool_choice": tool_choice,
+            "forced_tool": forced_tool,
+            "structured_output": structured,
+            "output_schema": schema,
+            "output_schema_strict": strict,
+            "attachments": tuple(walk.attachments),
+            "modalities": frozenset(modalities),
+            "code_evidence": _code_evidence("\n" + "\n".join(walk.scanned_texts)),  # every line follows a newline
+            "reasoning": reasoning,
+            "max_output_tokens": _max_output_tokens(body),
+            "stream": body.get("stream") is True,
+            "estimated_input_tokens": -(-walk.total_chars // CHARS_PER_TOKEN) + image_count * IMAGE_TOKEN_ALLOWANCE,
+            "system_text": "\n\n".join(walk.system_texts),
+            "opening_turns": tuple(walk.opening_turns),
+            "metadata_user_id": _text_field(metadata.get("user_id")) if isinstance(metadata, dict) else None,
+            "session_id": _text_field(body.get("session_id")) if "session_id" in body else None,
+            "prompt_cache_key": _text_field(body.get("prompt_cache_key")) if "prompt_cache_key" in body else None,
+            "user": _text_field(body.get("user")) if "user" in body else None,
+        }
+    )
+
+
+def _features_from_fields(fields: dict[str, Any]) -> Features:
+    """A Features holding ``fields``, built without the per-field cost of a frozen dataclass's __init__.
+
+    Why: a frozen dataclass assigns each of its 25 fields through ``object.__setattr__``, which measured
+    ~8 us on the 2-core box, 40% of the 20 us budget of a whole typical request; installing the finished
+    field dict is one call. The result equals ``Features(**fields)`` (a test checks that every field is
+    given), and stays frozen: assigning to it still raises.
+    """
+    features = object.__new__(Features)
+    object.__setattr__(features, "__dict__", fields)
+    return features
+
+
+class _MessageWalk:
+    """Accumulates texts, attachments and turns while the messages are visited once, in order."""
+
+    __slots__ = (
+        "total_chars",
+        "scanned_texts",
+        "latest_user_texts",
+        "attachments",
+        "turns",
+        "_last_side",
+        "system_texts",
+        "opening_turns",
+        "_opening_done",
+    )
+
+    def __init__(self) -> None:
+        self.total_chars = 0
+        self.scanned_texts: list[str] = []
+        self.latest_user_texts: list[str] = []
+        self.attachments: list[str] = []
+        self.turns = 0
+        self._last_side = ""
+        self.system_texts: list[str] = []
+        self.opening_turns: list[tuple[str, str]] = []
+        self._opening_done = False
+
+    def add_system(self, system: object) -> None:
+        texts: list[str] = []
+        if isinstance(system, str):
+            texts.append(system)
+        elif isinstance(system, list):
+            for block in system:
+                if isinstance(block, dict) and isinstance(block.get("text"), str):
+                    texts.append(block["text"])
+                elif isinstance(block, str):
+                    texts.append(block)
+        for text in texts:
+            self.total_chars += len(text)
+        self.system_texts.extend(texts)
+
+    def add_message(self, message: dict[str, Any]) -> None:
+        role = message.get("role")
+        if type(role) is not str:
+            role = ""
+        content = message.get("content")
+        kinds_before = len(self.attachments)
+        texts: list[str]  # the message's own text
+        extra: list[str] = []  # tool results and tool-call argument strings
+        if type(content) is str:  # the common case, without the walk over parts
+            texts = [content]
+            has_tool_result = False
+        else:
+            texts = []
+            has_tool_result = self._add_content(content, texts, extra)
+        if "tool_calls" in message or "function_call" in message:
+            _add_tool_calls(message, extra)
+        chars = 0
+        for text in texts:
+            chars += len(text)
+        for text in extra:
+            chars += len(text)
+        self.total_chars += chars
+
+        if role in _SYSTEM_ROLES:
+            if not self._opening_done:
+                self.system_texts += texts
+            return
+        self.scanned_texts += texts
+        self.scanned_texts += extra
+        side = "assistant" if role == "assistant" else "user"
+        if side != self._last_side:
+            self.turns += 1
+            self._last_side = side
+        if role == "user" and (texts or not has_tool_result):
+            self.latest_user_texts = texts
+        if not self._opening_done:
+            kinds = self.attachments[kinds_before:]
+            self.opening_turns.append((role, "\n".join(texts + [f"[{kind}]" for kind in kinds])))
+            self._opening_done = role == "user"
+
+    def _add_content(self, content: object, texts: list[str], extra: list[str], *, nested: bool = False) -> bool:
+        """Sort the parts of one message's content; True when it holds a tool result.
+
+        A tool result's own content is sorted once more (``nested``), and a tool result inside it is
+        ignored: no API nests them, and refusing to recurse keeps the walk's depth fixed.
+        """
+        if isinstance(content, str):
+            texts.append(content)
+            return False
+        if not isinstance(content, list):
+            return False
+        has_tool_result = False
+        for part in content:
+            if isinstance(part, str):
+                texts.append(part)
+                continue
+            if not isinstance(part, dict):
+                continue
+            kind = part.get("type")
+            if kind == "text":
+                text = part.get("text")
+                if isinstance(text, str):
+                    texts.append(text)
+            elif kind == "tool_result" and not nested:
+                has_tool_result = True
+                self._add_content(part.get("content"), extra, extra, nested=True)
+            elif kind in _TOOL_CALL_BLOCKS:
+                _add_leaves(part.get("input"), extra)
+            elif isinstance(kind, str) and kind in _ATTACHMENT_KINDS:
+                self.attachments.append(_ATTACHMENT_KINDS[kind])
+        return has_tool_result
+
+
+def _add_tool_calls(message: dict[str, Any], out: list[str]) -> None:
+    """The argument strings of an OpenAI assistant message's ``tool_calls`` (and legacy ``function_call``)."""
+    tool_calls = message.get("tool_calls")
+    if isinstance(tool_calls, list):
+        for call in tool_calls:
+            if not isinstance(call, dict):
+                continue
+            function = call.get("function")
+            if isinstance(function, dict):
+                _add_arguments(function.get("arguments"), out)
+            custom = call.get("custom")
+            if isinstance(custom, dict) and isinstance(custom.get("input"), str):
+                out.append(custom["input"])
+    function_call = message.get("function_call")
+    if isinstance(function_call, dict):
+        _add_arguments(function_call.get("arguments"), out)
+
+
+def _add_arguments(arguments: object, out: list[str]) -> None:
+    """The string values inside OpenAI tool-call arguments (a JSON text), like Anthropic's ``input``."""
+    if not isinstance(arguments, str):
+        _add_leaves(arguments, out)
+        return
+    try:
+        parsed = json.loads(arguments)
+    except (ValueError, RecursionError):
+        out.append(arguments)  # not JSON: the model wrote free text, which counts as it is
+        return
+    _add_leaves(parsed, out)
+
+
+def _add_leaves(value: object, out: list[str]) -> None:
+    """Every string value nested in ``value``; iterative, so deep nesting cannot overflow the stack."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            out.append(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
+def _code_evidence(text: str) -> str:
+    """What shows code or diagnostics in ``text`` (the first rule that fires), or ""."""
+    if "`" in text and "```" in text:  # the one-character test is a memchr, far cheaper than a substring
+        return "fenced code block"
+    if "panic:" in text:
+        return "panic:"
+    for match in _LINE_START.finditer(text):
+        start = match.end()
+        end = text.find("\n", start, start + _MAX_LINE_CHARS)
+        line = text[start : end if end >= 0 else start + _MAX_LINE_CHARS]
+        for _prefix, marker, pattern, evidence in _RULES_BY_PREFIX[match.group(1)]:
+            if marker in line and (pattern is None or pattern.match(line)):
+                return evidence
+    return ""
+
+
+def _tools(entries: object) -> tuple[ToolSpec, ...]:
+    if not isinstance(entries, list):
+        return ()
+    tools: list[ToolSpec] = []
+    for entry in entries:
+        if not isinstance(entry, dict):
+            continue
+        kind = entry.get("type") if isinstance(entry.get("type"), str) else "function"
+        spec: dict[str, Any] = entry
+        parameters: object = None
+        if isinstance(entry.get("function"), dict):  # OpenAI {"type": "function", "function": {...}}
+            spec = entry["function"]
+            parameters = spec.get("parameters")
+        elif isinstance(entry.get("custom"), dict):  # OpenAI custom (free-form) tool
+            spec = entry["custom"]
+        else:  # Anthropic {"name", "input_schema"} or legacy OpenAI functions {"name", "parameters"}
+            parameters = entry.get("input_schema", entry.get("parameters"))
+            if kind == "custom":
+                kind = "function"
+        tools.append(
+            ToolSpec(
+                name=_text_field(spec.get("name")) or "",
+                kind=str(kind),
+                parameters=parameters if isinstance(parameters, dict) else None,
+                description=_text_field(spec.get("description")) or "",
+            )
+        )
+    return tuple(tools)
+
+
+def _tool_choice(body: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """(choice, forced tool name), normalised across shapes: Anthropic "any" is "required"."""
+    choice = body.get("tool_choice", body.get("function_call"))
+    if isinstance(choice, str):
+        normal = {"auto": "auto", "none": "none", "required": "required", "any": "required"}.get(choice)
+        return normal, None
+    if not isinstance(choice, dict):
+        return None, None
+    kind = choice.get("type")
+    if kind in ("auto", "none"):
+        return str(kind), None
+    if kind == "any":
+        return "required", None
+    if kind == "allowed_tools":
+        allowed = choice.get("allowed_tools")
+        mode = allowed.get("mode") if isinstance(allowed, dict) else None
+        return ("required" if mode == "required" else "auto"), None
+    for holder in (choice.get("function"), choice.get("custom"), choice):
+        if isinstance(holder, dict) and isinstance(holder.get("name"), str):
+            return "tool", holder["name"]
+    return None, None
+
+
+def _structured_output(body: Mapping[str, Any]) -> tuple[str, Mapping[str, Any] | None, bool]:
+    """(kind, schema, strict) from ``response_format`` (OpenAI), ``output_format`` or ``output_config``."""
+    response_format = body.get("response_format")
+    if isinstance(response_format, dict):
+        kind = response_format.get("type")
+        if kind == "json_object":
+            return "json_object", None, False
+        if kind == "json_schema":
+            holder = response_format.get("json_schema")
+            if not isinstance(holder, dict):
+                return "json_schema", None, False
+            schema = holder.get("schema")
+            return "json_schema", schema if isinstance(schema, dict) else None, holder.get("strict") is True
+    output_config = body.get("output_config")
+    config_format = output_config.get("format") if isinstance(output_config, dict) else None
+    for output_format in (body.get("output_format"), config_format):
+        if isinstance(output_format, dict) and output_format.get("type") == "json_schema":
+            schema = output_format.get("schema")
+            # Anthropic constrains decoding to the schema, so its structured output is always strict.
+            return "json_schema", schema if isinstance(schema, dict) else None, True
+    return "", None, False
+
+
+def _reasoning(body: Mapping[str, Any]) -> str:
+    """How the body asks for reasoning, "" if not; both shapes' fields are read (LiteLLM-style clients
+    send ``thinking`` to OpenAI routes)."""
+    effort = body.get("reasoning_effort")
+    if isinstance(effort, str) and effort.lower() in _REASONING_EFFORTS:
+        return f"reasoning_effort={effort.lower()}"
+    reasoning = body.get("reasoning")
+    if isinstance(reasoning, dict):
+        effort = reasoning.get("effort")
+        if isinstance(effort, str) and effort.lower() in _REASONING_EFFORTS:
+            return f"reasoning.effort={effort.lower()}"
+    thinking = body.get("thinking")
+    if isinstance(thinking, dict):
+        kind = thinking.get("type")
+        if isinstance(kind, str) and kind.lower() in _THINKING_TYPES:
+            return f"thinking={kind.lower()}"
+    return ""
+
+
+def _max_output_tokens(body: Mapping[str, Any]) -> int | None:
+    """OpenAI's ``max_completion_tokens`` wins over the older ``max_tokens`` (Anthropic's only field)."""
+    newer = _int_field(body.get("max_completion_tokens"))
+    return newer if newer is not None else _int_field(body.get("max_tokens"))
+
+
+def _text_field(value: object) -> str | None:
+    """A non-empty string field (an integer id is taken as its decimal text), else None."""
+    if isinstance(value, str):
+        return value if value.strip() else None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return None
+
+
+def _int_field(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
