@@ -415,7 +415,7 @@ def _attempt_timeout(
         return remaining
     following = state.health.get(models[index + 1].name)
     # What the fallback needs, with room for the gateway's own work between the two attempts.
-    reserve = AttemptAllowance.for_target(following.latency_estimate_s).total * 1.1 + 0.05
+    reserve = AttemptAllowance.for_target(following.latency_estimate_s).total * 1.25 + 0.1
     if remaining - reserve >= allowance.total:
         return remaining - reserve
     return remaining

@@ -1,0 +1,299 @@
+"""Fault injection against a running gateway: the client's outcome, the attempts made and the time taken.
+
+Each test uses its own simulated models, so one test's cooldowns never leak into another's. Cooldowns are
+short here (PRO_ROUTING_COOLDOWN_BASE=1s, MAX=4s) so recovery can be observed.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+import yaml
+
+from routing.simulator.server import SimulatorServer
+from tests.e2e.conftest import SIM_KEY, fresh_database
+from tests.gateway_process import Gateway, run_gateway
+
+pytestmark = pytest.mark.services
+
+MODELS = {
+    # name: (simulator behaviour, gateway model fields)
+    "to-a": {}, "to-b": {},
+    "rl-a": {}, "rl-b": {},
+    "rn-a": {}, "rn-b": {},
+    "se-a": {}, "se-b": {},
+    "mj-a": {}, "mj-b": {},
+    "co-a": {}, "co-b": {},
+    "tr-a": {}, "tr-b": {},
+    "sv-a": {}, "sv-b": {},
+    "ut-a": {}, "ut-b": {},
+    "ss-a": {}, "ss-b": {},
+    "cb-a": {}, "cb-b": {},
+    "ca-a": {"chunk_count": 6, "chunk_interval_ms": 30}, "ca-b": {},
+    "au-a": {}, "au-b": {},
+    "sl-a": {"latency_ms": 250}, "sl-b": {"latency_ms": 2},
+    "shed-a": {}, "shed-b": {},
+    "ses-a": {}, "ses-b": {},
+    "st-a": {}, "st-b": {},
+}
+PAIRS = ["to", "rl", "rn", "se", "mj", "co", "tr", "sv", "ut", "ss", "cb", "ca", "au", "st"]
+CAPS = ["text", "tools", "json_schema"]
+SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+TOOL = {"type": "function", "function": {"name": "lookup", "parameters": {
+    "type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}}}
+
+
+def config(sim_url: str) -> dict[str, Any]:
+    models = [{"provider": "sim", "upstream": name, "name": name, "input_price": 1.0, "output_price": 2.0,
+               "capabilities": CAPS} for name in MODELS]
+    virtual = [{"source": f"{p}-pool", "strategy": "failover", "targets": [f"{p}-a", f"{p}-b"]} for p in PAIRS]
+    virtual += [
+        {"source": "slow-pool", "strategy": "adaptive", "targets": ["sl-a", "sl-b"]},
+        {"source": "shed-pool", "strategy": "adaptive", "targets": ["shed-a", "shed-b"]},
+        {"source": "ses-pool", "strategy": "adaptive", "targets": ["ses-a", "ses-b"]},
+    ]
+    return {"providers": [{"name": "sim", "kind": "openai", "base_url": f"{sim_url}/v1",
+                           "api_key": "${E2E_SIM_KEY}"}],
+            "models": models, "virtual_models": virtual}
+
+
+@pytest.fixture(scope="module")
+def fault_sim() -> Iterator[SimulatorServer]:
+    with SimulatorServer(config={"models": {k: v for k, v in MODELS.items() if v}}) as sim:
+        yield sim
+
+
+def _gateway(tmp_path_factory: pytest.TempPathFactory, sim: SimulatorServer, tag: str,
+             env: dict[str, str]) -> Iterator[Gateway]:
+    tmp = tmp_path_factory.mktemp(tag)
+    path = tmp / "config.yaml"
+    path.write_text(yaml.safe_dump(config(sim.base_url)))
+    with fresh_database(tag) as url:
+        env = {"DATABASE_URL": url, "GOMODEL_CONFIG": str(path), "E2E_SIM_KEY": SIM_KEY,
+               "PRO_ROUTING_COOLDOWN_BASE": "1s", "PRO_ROUTING_COOLDOWN_MAX": "4s", "CELERY_BROKER_URL": "", **env}
+        with run_gateway(Path(tmp), env) as gateway:
+            yield gateway
+
+
+@pytest.fixture(scope="module")
+def fault_gateway(tmp_path_factory: pytest.TempPathFactory, fault_sim: SimulatorServer) -> Iterator[Gateway]:
+    # The gateway-wide retry budget would make these tests depend on each other's fallbacks; it has its
+    # own test below, against a gateway with the default budget.
+    yield from _gateway(tmp_path_factory, fault_sim, "faults", {"GOMODEL_RETRY_BUDGET": "1.0"})
+
+
+@pytest.fixture(scope="module")
+def budget_gateway(tmp_path_factory: pytest.TempPathFactory, fault_sim: SimulatorServer) -> Iterator[Gateway]:
+    yield from _gateway(tmp_path_factory, fault_sim, "budget", {})
+
+
+@pytest.fixture
+def sim(fault_sim: SimulatorServer) -> Iterator[SimulatorServer]:
+    fault_sim.clear_faults()
+    yield fault_sim
+    fault_sim.clear_faults()
+
+
+_turn = iter(range(10**9))
+
+
+def chat(gateway: Gateway, model: str, *, headers: dict[str, str] | None = None, timeout: float = 30,
+         **extra: Any) -> tuple[httpx2.Response, float]:
+    """One request. Each carries a new opening message, so each is a session of its own (no pin) unless
+    the caller names a session in a header."""
+    body = {"model": model, "messages": [{"role": "user", "content": f"hello #{next(_turn)}"}], **extra}
+    started = time.monotonic()
+    response = httpx2.post(f"{gateway.base_url}/v1/chat/completions", json=body, headers=headers or {},
+                           timeout=timeout)
+    return response, time.monotonic() - started
+
+
+def served_by(response: httpx2.Response) -> tuple[int, str | None, int]:
+    return response.status_code, response.headers.get("x-gomodel-target"), int(response.headers["x-gomodel-attempts"])
+
+
+def count(sim: SimulatorServer, model: str) -> int:
+    return len(sim.received(model=model))
+
+
+def test_it_falls_back_when_the_primary_times_out_within_the_deadline(fault_gateway: Gateway, sim) -> None:  # type: ignore[no-untyped-def]
+    sim.set_fault("to-a", {"kind": "timeout", "seconds": 30})
+    response, took = chat(fault_gateway, "to-pool", headers={"X-GoModel-Deadline-Ms": "4000"})
+    assert served_by(response) == (200, "to-b", 2)
+    assert took < 4.0 + 0.5  # never past the deadline by more than the stated margin
+
+
+def test_it_answers_504_when_the_deadline_runs_out(fault_gateway: Gateway, sim) -> None:  # type: ignore[no-untyped-def]
+    sim.set_fault("to-a", {"kind": "timeout", "seconds": 30})
+    sim.set_fault("to-b", {"kind": "timeout", "seconds": 30})
+    response, took = chat(fault_gateway, "to-pool", headers={"X-GoModel-Deadline-Ms": "1500"})
+    assert response.status_code == 504
+    # Either an attempt timed out, or (after the previous test taught the gateway that to-a is slow)
+    # no attempt could have finished in time and none was launched.
+    assert response.json()["error"]["code"] in ("timeout", "deadline_exceeded")
+    assert took < 1.5 + 0.5
+
+
+@pytest.mark.parametrize("retry_after", [2, None])
+def test_it_falls_back_on_429_and_cools_the_target(fault_gateway: Gateway, sim, retry_after) -> None:  # type: ignore[no-untyped-def]
+    pair = "rl" if retry_after else "rn"
+    sim.set_fault(f"{pair}-a", {"kind": "rate_limit", "retry_after": retry_after, "times": 1})
+    response, _ = chat(fault_gateway, f"{pair}-pool")
+    assert served_by(response) == (200, f"{pair}-b", 2)
+    # The 429 cooled the primary: the next request does not try it, though the fault is gone.
+    before = count(sim, f"{pair}-a")
+    response, _ = chat(fault_gateway, f"{pair}-pool")
+    assert served_by(response) == (200, f"{pair}-b", 1)
+    assert count(sim, f"{pair}-a") == before
+    # After the cooldown (base 1s, or the longer Retry-After) it gets traffic again.
+    time.sleep((retry_after or 1) + 0.3)
+    response, _ = chat(fault_gateway, f"{pair}-pool")
+    assert served_by(response) == (200, f"{pair}-a", 1)
+
+
+def test_it_falls_back_on_a_5xx(fault_gateway: Gateway, sim) -> None:  # type: ignore[no-untyped-def]
+    sim.set_fault("se-a", {"kind": "status", "status": 503, "times": 1})
+    response, _ = chat(fault_gateway, "se-pool")
+    assert served_by(response) == (200, "se-b", 2)
+
+
+def test_it_refuses_a_malformed_answer_and_falls_back(fault_gateway: Gateway, sim) -> None:  # type: ignore[no-untyped-def]
+    sim.set_fault("mj-a", {"kind": "malformed_json", "times": 1})
+    response, _ = chat(fault_gateway, "mj-pool")
+    assert served_by(response) == (200, "mj-b", 2)
+    assert response.json()["choices"][0]["message"]["content"]
+
+
+def test_it_falls_back_on_context_overflow_without_cooling_the_target(fault_gateway: Gateway, sim) -> None:  # type: ignore[no-untyped-def]
+    sim.set_fault("co-a", {"kind": "context_overflow", "times": 1})
+    response, _ = chat(fault_gateway, "co-pool")
+    assert served_by(response) == (200, "co-b", 2)
+    response, _ = chat(fault_gateway, "co-pool")
+    assert served_by(response) == (200, "co-a", 1)  # a request that does not fit says nothing about the target
+
+
+def test_it_refuses_truncation_when_the_answer_must_be_complete(fault_gateway: Gateway, sim) -> None:  # type: ignore[no-untyped-def]
+    sim.set_fault("tr-a", {"kind": "truncate"})
+    schema_format = {"type": "json_schema", "json_schema": {"name": "p", "schema": SCHEMA}}
+    response, _ = chat(fault_gateway, "tr-pool", response_format=schema_format)
+    assert served_by(response) == (200, "tr-b", 2)
+    # A plain chat answer cut at the client's own limit is what the client asked for.
+    response, _ = chat(fault_gateway, "tr-a")
+    assert response.status_code == 200
+    assert response.json()["choices"][0]["finish_reason"] == "length"
+
+
+def test_it_refuses_an_answer_that_breaks_the_schema(fault_gateway: Gateway, sim) -> None:  # type: ignore[no-untyped-def]
+    sim.set_fault("sv-a", {"kind": "schema_violation"})
+    schema_format = {"type": "json_schema", "json_schema": {"name": "p", "schema": SCHEMA}}
+    response, _ = chat(fault_gateway, "sv-pool", response_format=schema_format)
+    assert served_by(response) == (200, "sv-b", 2)
+    assert "name" in json.loads(response.json()["choices"][0]["message"]["content"])
+
+
+def test_it_refuses_a_call_to_an_undeclared_tool(fault_gateway: Gateway, sim) -> None:  # type: ignore[no-untyped-def]
+    sim.set_fault("ut-a", {"kind": "unknown_tool"})
+    response, _ = chat(fault_gateway, "ut-pool", tools=[TOOL], tool_choice="required")
+    assert served_by(response) == (200, "ut-b", 2)
+    calls = response.json()["choices"][0]["message"]["tool_calls"]
+    assert [c["function"]["name"] for c in calls] == ["lookup"]
+    keys = json.loads(response.headers["x-gomodel-execution-keys"])
+    assert keys[0]["name"] == "lookup" and keys[0]["execution_key"].count(":") >= 2
+
+
+def test_a_slow_success_within_the_deadline_is_accepted(fault_gateway: Gateway, sim) -> None:  # type: ignore[no-untyped-def]
+    sim.set_fault("ss-a", {"kind": "slow", "ms": 600, "times": 1})
+    response, took = chat(fault_gateway, "ss-pool")
+    assert served_by(response) == (200, "ss-a", 1)
+    assert took >= 0.6
+
+
+def test_a_stream_cut_before_the_first_byte_falls_back(fault_gateway: Gateway, sim) -> None:  # type: ignore[no-untyped-def]
+    sim.set_fault("cb-a", {"kind": "stream_cut", "after_chunks": 0, "times": 1})
+    body = {"model": "cb-pool", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+    with httpx2.stream("POST", f"{fault_gateway.base_url}/v1/chat/completions", json=body, timeout=30) as r:
+        assert r.status_code == 200
+        assert r.headers["x-gomodel-target"] == "cb-b"
+        lines = [line for line in r.iter_lines() if line.startswith("data: ")]
+    assert lines[-1] == "data: [DONE]"
+
+
+def test_a_stream_cut_after_the_first_byte_ends_with_an_error_event(fault_gateway: Gateway, sim) -> None:  # type: ignore[no-untyped-def]
+    sim.set_fault("ca-a", {"kind": "stream_cut", "after_chunks": 3, "times": 1})
+    body = {"model": "ca-pool", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+    with httpx2.stream("POST", f"{fault_gateway.base_url}/v1/chat/completions", json=body, timeout=30) as r:
+        assert r.status_code == 200
+        assert r.headers["x-gomodel-target"] == "ca-a"
+        lines = [line for line in r.iter_lines() if line.startswith("data: ")]
+    last = json.loads(lines[-1][6:])
+    assert "error" in last  # a well-formed error event in OpenAI's stream format
+    assert count(sim, "ca-b") == 0  # bytes reached the client: nothing may replace the stream
+
+
+def test_a_401_cools_the_target_for_the_maximum(fault_gateway: Gateway, sim) -> None:  # type: ignore[no-untyped-def]
+    sim.set_fault("au-a", {"kind": "status", "status": 401, "times": 1})
+    response, _ = chat(fault_gateway, "au-pool")
+    assert served_by(response) == (200, "au-b", 2)
+    explained = httpx2.post(f"{fault_gateway.base_url}/v1/routing/explain",
+                            json={"model": "au-pool", "messages": [{"role": "user", "content": "x"}]}).json()
+    states = {c["target"]: c for c in explained["selections"][0]["candidates"]}
+    assert states["au-a"]["status"] == "cooling"
+    assert states["au-a"]["cooldown_until"] - time.time() > 3.0  # the maximum (4s), not the base (1s)
+
+
+def test_a_slow_target_gets_little_traffic_but_not_none(fault_gateway: Gateway, sim) -> None:  # type: ignore[no-untyped-def]
+    for _ in range(3):  # both measured
+        chat(fault_gateway, "sl-a")
+        chat(fault_gateway, "sl-b")
+    before = count(sim, "sl-a")
+    for _ in range(150):
+        response, _ = chat(fault_gateway, "slow-pool")
+        assert response.status_code == 200
+    slow_share = (count(sim, "sl-a") - before) / 150
+    # 250 ms vs 2 ms: the floor (5% of the heaviest weight) is all the slow one keeps; tolerance for 150 draws.
+    assert 0.0 < slow_share < 0.2, slow_share
+
+
+def test_a_target_that_returns_429_sheds_its_traffic_and_gets_it_back(fault_gateway: Gateway, sim) -> None:  # type: ignore[no-untyped-def]
+    sim.set_fault("shed-a", {"kind": "rate_limit", "retry_after": 1})
+    statuses = [chat(fault_gateway, "shed-pool")[0].status_code for _ in range(20)]
+    assert statuses == [200] * 20  # clients keep getting 200
+    tried_while_failing = count(sim, "shed-a")
+    assert tried_while_failing <= 3  # shed within a few requests
+    sim.clear_faults("shed-a")
+    time.sleep(1.5)
+    for _ in range(30):
+        chat(fault_gateway, "shed-pool")
+    assert count(sim, "shed-a") > tried_while_failing  # traffic is back after the cooldown
+
+
+def test_a_session_stays_on_its_target_until_that_target_cools(fault_gateway: Gateway, sim) -> None:  # type: ignore[no-untyped-def]
+    headers = {"X-Session-Id": "conversation-42"}
+    first = chat(fault_gateway, "ses-pool", headers=headers)[0].headers["x-gomodel-target"]
+    other = "ses-b" if first == "ses-a" else "ses-a"
+    for _ in range(10):
+        assert chat(fault_gateway, "ses-pool", headers=headers)[0].headers["x-gomodel-target"] == first
+    sim.set_fault(first, {"kind": "rate_limit", "retry_after": 3})
+    response = chat(fault_gateway, "ses-pool", headers=headers)[0]
+    assert served_by(response) == (200, other, 2)
+    sim.clear_faults(first)
+    for _ in range(5):  # re-pinned to the new target, even after the old one recovers
+        assert chat(fault_gateway, "ses-pool", headers=headers)[0].headers["x-gomodel-target"] == other
+
+
+def test_attempts_stay_within_the_retry_budget_when_everything_fails(budget_gateway: Gateway, sim) -> None:  # type: ignore[no-untyped-def]
+    sim.set_fault("st-a", {"kind": "status", "status": 500})
+    sim.set_fault("st-b", {"kind": "status", "status": 500})
+    requests = 60
+    for _ in range(requests):
+        response, _ = chat(budget_gateway, "st-pool")
+        assert response.status_code in (502, 503)
+    attempts = count(sim, "st-a") + count(sim, "st-b")
+    # One attempt per request, plus retries/fallbacks within 20% of requests over the window (floor: 10).
+    assert attempts <= requests + max(0.2 * requests, 10) + 1, attempts
