@@ -75,6 +75,7 @@ def _presented_key(request: HttpRequest) -> str:
 
 
 def error_response(inbound: Inbound, exc: GatewayError, request_id: str | None = None) -> HttpResponse:
+    """The error in the client's envelope, with its status and headers (Retry-After, X-Request-Id, ...)."""
     body = client_error_body(inbound, exc.status, exc.message, type=exc.type, code=exc.code, param=exc.param)
     response = HttpResponse(_renderer.render(body), content_type="application/json", status=exc.status)
     for name, value in exc.headers.items():
@@ -124,7 +125,7 @@ def _read_json(request: HttpRequest) -> dict[str, Any]:
     return data
 
 
-def _prepare(request: HttpRequest, inbound: Inbound) -> engine.Call:
+def _prepare(request: HttpRequest, inbound: Inbound, request_id: str) -> engine.Call:
     table = current_table()
     try:
         auth = _authentication.authenticate_with(request, table)
@@ -134,7 +135,7 @@ def _prepare(request: HttpRequest, inbound: Inbound) -> engine.Call:
     check_body(body, inbound)
     headers = {name.lower(): value for name, value in request.headers.items()}
     return engine.Call(
-        request_id=uuid.uuid4().hex,
+        request_id=request_id,
         inbound=inbound,
         key=auth[0] if auth else None,
         body=body,
@@ -147,11 +148,9 @@ def _prepare(request: HttpRequest, inbound: Inbound) -> engine.Call:
 async def _proxy(request: HttpRequest, inbound: Inbound) -> HttpResponseBase:
     if request.method != "POST":
         return error_response(inbound, GatewayError(405, f"Use POST for {request.path}.", code="method_not_allowed"))
-    request_id = None
+    request_id = uuid.uuid4().hex
     try:
-        call = _prepare(request, inbound)
-        request_id = call.request_id
-        return await engine.handle(call)
+        return await engine.handle(_prepare(request, inbound, request_id))
     except GatewayError as exc:
         return error_response(inbound, exc, request_id)
 
@@ -208,11 +207,11 @@ async def explain(request: HttpRequest) -> HttpResponseBase:
     if request.method != "POST":
         return error_response(inbound, GatewayError(405, "Use POST for /v1/routing/explain.",
                                                     code="method_not_allowed"))
+    request_id = uuid.uuid4().hex
     try:
-        call = _prepare(request, inbound)
-        data = await explain_call(call)
+        data = await explain_call(_prepare(request, inbound, request_id))
     except GatewayError as exc:
-        return error_response(inbound, exc)
+        return error_response(inbound, exc, request_id)
     return HttpResponse(_renderer.render(data), content_type="application/json")
 
 
