@@ -1,0 +1,83 @@
+"""Which wire format and action a request path stands for (the path decides, as on the real services).
+
+======================================================  =========  ==================================
+path                                                    method     served as
+======================================================  =========  ==================================
+``/_sim/...``                                           any        control endpoints
+``/health``                                             GET        liveness
+``/openai/deployments/{deployment}/chat/completions``   POST       Azure OpenAI
+``.../chat/completions`` (any prefix)                   POST       OpenAI
+``.../messages`` (``/v1/messages``, any prefix)         POST       Anthropic
+``/{v1beta|v1}/models/{model}:generateContent``         POST       Gemini
+``/{v1beta|v1}/models/{model}:streamGenerateContent``   POST       Gemini stream (``alt=sse``: SSE)
+``.../models``                                          GET        model list: Gemini under v1beta,
+                                                                   Anthropic with ``anthropic-version``,
+                                                                   else OpenAI
+======================================================  =========  ==================================
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from routing.simulator.wire.anthropic import AnthropicWire
+from routing.simulator.wire.azure import AzureWire
+from routing.simulator.wire.base import WireFormat
+from routing.simulator.wire.gemini import GeminiWire
+from routing.simulator.wire.openai import OpenAIWire
+
+GENERATE = "generate"
+MODELS = "models"
+HEALTH = "health"
+CONTROL = "control"
+UNKNOWN = "unknown"
+
+OPENAI = OpenAIWire()
+AZURE = AzureWire()
+ANTHROPIC = AnthropicWire()
+GEMINI = GeminiWire(sse=True)
+GEMINI_ARRAY = GeminiWire(sse=False)
+
+_AZURE_PATH = re.compile(r"^/openai/deployments/([^/]+)/chat/completions$")
+_GEMINI_PATH = re.compile(
+    r"^(?:/[^:]*)?/(?:v1beta|v1|v1alpha)/models/([^/:]+):(generateContent|streamGenerateContent)$"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    action: str
+    wire: WireFormat = OPENAI
+    model: str | None = None  # named by the path (Gemini)
+    deployment: str | None = None  # Azure
+    stream: bool | None = None  # decided by the path (Gemini), else by the body
+
+
+def match_route(method: str, path: str, *, query: str, anthropic_version: bool) -> Route:
+    """The route for a request; ``UNKNOWN`` (answered with OpenAI's "Invalid URL") when none fits."""
+    if path.startswith("/_sim/"):
+        return Route(CONTROL)
+    if method == "GET":
+        if path in ("/health", "/healthz"):
+            return Route(HEALTH)
+        if path.endswith("/models"):
+            if "/v1beta/" in path:
+                return Route(MODELS, GEMINI)
+            return Route(MODELS, ANTHROPIC if anthropic_version else OPENAI)
+        return Route(UNKNOWN)
+    if method != "POST":
+        return Route(UNKNOWN)
+    azure = _AZURE_PATH.match(path)
+    if azure:
+        return Route(GENERATE, AZURE, deployment=azure.group(1))
+    if path.endswith("/chat/completions"):
+        return Route(GENERATE, OPENAI)
+    if path.endswith("/messages"):
+        return Route(GENERATE, ANTHROPIC)
+    gemini = _GEMINI_PATH.match(path)
+    if gemini:
+        streaming = gemini.group(2) == "streamGenerateContent"
+        wire = GEMINI if "alt=sse" in query or not streaming else GEMINI_ARRAY
+        return Route(GENERATE, wire, model=gemini.group(1), stream=streaming)
+    return Route(UNKNOWN)

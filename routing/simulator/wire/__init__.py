@@ -1,0 +1,1 @@
+"""One module per wire format the simulator speaks; ``base`` holds the contract they share."""
