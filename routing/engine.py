@@ -315,8 +315,10 @@ async def _attempts(
         health = state.health.get(model.name)
         now = time.monotonic()
         allowance = AttemptAllowance.for_target(health.latency_estimate_s)
-        if not deadline.can_launch(now, allowance):
-            # Too slow for the time left; a faster candidate further down may still fit.
+        # The primary attempt always goes out while time remains (the client chose the deadline); a
+        # retry or fallback only when it can still finish. A faster candidate further down may fit.
+        launchable = deadline.can_launch(now, allowance) if journey.attempts else not deadline.expired(now)
+        if not launchable:
             deadline_exhausted = True
             index += 1
             continue

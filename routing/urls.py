@@ -12,5 +12,6 @@ urlpatterns = [
     path("v1/models", views.models, name="models"),
     path("v1/routing/explain", views.explain, name="routing-explain"),
     path("metrics", metrics.metrics_view, name="metrics"),
+    path("v1/openapi.json", views.openapi, name="openapi"),
     re_path(r"^v1/(?P<path>.*)$", views.not_found),
 ]

@@ -219,3 +219,19 @@ async def not_found(request: HttpRequest, path: str = "") -> HttpResponseBase:
     inbound = "anthropic" if request.path.startswith("/v1/messages") else _inbound_of(request)
     return error_response(inbound, GatewayError(404, f"Unknown endpoint {request.method} {request.path}.",
                                                 code="unknown_endpoint"))
+
+
+_openapi_cache: bytes | None = None
+
+
+async def openapi(request: HttpRequest) -> HttpResponseBase:
+    """GET /v1/openapi.json: the OpenAPI description of the client API."""
+    global _openapi_cache
+    if _openapi_cache is None:
+        import pathlib
+
+        import yaml
+
+        spec = yaml.safe_load((pathlib.Path(__file__).parent / "openapi.yaml").read_text())
+        _openapi_cache = _renderer.render(spec)
+    return HttpResponse(_openapi_cache, content_type="application/json")

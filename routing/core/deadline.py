@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 DEADLINE_HEADER = "X-GoModel-Deadline-Ms"
 MAX_DEADLINE_MS = 3_600_000  # an hour: longer values are clamped, not refused
+MIN_DEADLINE_MS = 100  # less cannot cover even one round trip: refused, so the client hears why
 
 
 class DeadlineHeaderError(ValueError):
@@ -42,7 +43,10 @@ def deadline_ms(
                 f"{DEADLINE_HEADER} must be a positive whole number of milliseconds, got {header[:40]!r}"
             )
         # A 40-digit value is just "very long": clamp it below instead of parsing a huge integer.
-        chosen.append(int(digits) if len(digits) <= 15 else max_ms)
+        value = int(digits) if len(digits) <= 15 else max_ms
+        if value < MIN_DEADLINE_MS:
+            raise DeadlineHeaderError(f"{DEADLINE_HEADER} must be at least {MIN_DEADLINE_MS} ms, got {value}")
+        chosen.append(value)
     if contract_ms is not None and contract_ms > 0:
         chosen.append(contract_ms)
     budget = min(chosen) if chosen else default_ms

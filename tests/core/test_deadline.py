@@ -16,7 +16,7 @@ from routing.core.deadline import AttemptAllowance, Deadline, DeadlineHeaderErro
         ("5000", 8_000, 5_000),  # a client may ask for less than its contract allows ...
         ("30000", 8_000, 8_000),  # ... never for more
         (" 250 ", None, 250),
-        ("0007", None, 7),
+        ("0700", None, 700),
         ("99999999999", None, 3_600_000),  # clamped to an hour
         ("1" + "0" * 40, None, 3_600_000),  # absurdly long: clamped, not parsed
     ],
@@ -75,3 +75,8 @@ def test_it_applies_the_seed_example_budget() -> None:
     now = 4.5
     assert deadline.can_launch(now, AttemptAllowance.for_target(3.2, connect_s=0.1, validation_s=0.05))
     assert not deadline.can_launch(now, AttemptAllowance.for_target(3.5, connect_s=0.1, validation_s=0.05))
+
+
+def test_it_refuses_a_header_deadline_too_short_for_any_attempt() -> None:
+    with pytest.raises(DeadlineHeaderError, match="at least 100 ms"):
+        deadline_ms(header="99", contract_ms=None, default_ms=5000)
