@@ -112,7 +112,8 @@ def test_no_provider_key_appears_in_responses_or_logs(gateway: Gateway, sim) -> 
     for path, body, headers in [
         (CHAT, {"model": "oa/oa-model", "messages": [{"role": "user", "content": "hi"}]}, {}),
         (CHAT, {"model": "an/an-model", "messages": [{"role": "user", "content": "hi"}]}, {}),
-        (MESSAGES, {"model": "an/an-model", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}]}, ANTHROPIC),
+        (MESSAGES, {"model": "an/an-model", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}]},
+         ANTHROPIC),
     ]:
         response = httpx2.post(gateway.base_url + path, json=body, headers=headers)
         assert SIM_KEY not in response.text
