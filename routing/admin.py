@@ -217,6 +217,13 @@ class VirtualModelAdmin(VersionedAdmin):
     list_filter = ("strategy", "enabled", "session_affinity")
     search_fields = ("source", "targets__target")
     inlines = [TargetInline]
+    readonly_fields = ("live_state",)
+
+    @admin.display(description="live target state")
+    def live_state(self, obj: m.VirtualModel) -> str:
+        from routing.livestate import render_live_state
+
+        return render_live_state(obj.source) if obj.pk else "Saved virtual models show their targets' state here."
 
     @admin.display(description="targets")
     def target_list(self, obj: m.VirtualModel) -> str:
