@@ -384,3 +384,27 @@ class ConfigState(models.Model):
 
     class Meta:
         verbose_name = "configuration version"
+
+
+class ToolExecution(models.Model):
+    """One side effect of a tool call, by execution key: the ledger tool executors claim before acting.
+
+    Stored in the database (not in a worker's memory) so that every worker and every executor sees the
+    same claim: a side effect is run at most once however many processes ask.
+    """
+
+    execution_key = models.CharField(max_length=300, unique=True)
+    state = models.CharField(max_length=12)
+    owner = models.CharField(max_length=200)
+    lease_until = models.FloatField(help_text="Unix time the current claim lapses.")
+    expires_at = models.FloatField(help_text="Unix time the entry may be forgotten.", db_index=True)
+    attempts = models.PositiveIntegerField(default=0)
+    result = models.TextField(null=True, blank=True)
+    error = models.TextField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "tool execution"
+
+    def __str__(self) -> str:
+        return f"{self.execution_key} ({self.state})"
