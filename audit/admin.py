@@ -1,0 +1,120 @@
+"""Read-only admin for the audit tables.
+
+Audit rows are evidence: nobody adds, changes or deletes them in the admin, superusers included (retention
+is the only deletion path: ``audit.tasks.purge_old_revisions`` / ``manage.py purge_audit``). Auditors (view
+permission) browse them here and on the richer auditor pages (/audit/). The change lists never run
+``COUNT(*)`` over the table: the paginator uses PostgreSQL's row estimate.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.core.paginator import Paginator
+from django.db import connections
+from django.db.models import Model, QuerySet
+from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.functional import cached_property
+from django.utils.html import format_html
+
+from audit.models import AttemptRecord, AuditRevision, ConfigRevision, UndeliverableEvent
+
+ESTIMATE_FLOOR = 1000
+
+
+class EstimatedCountPaginator(Paginator):
+    """A paginator whose count is the planner's row estimate, never COUNT(*).
+
+    On PostgreSQL the estimate comes from ``pg_class.reltuples`` (kept fresh by autovacuum); elsewhere, or
+    before the first ANALYZE, the highest id stands in. Either may overshoot a filtered list: a page past
+    the end is simply empty.
+    """
+
+    @cached_property
+    def count(self) -> int:
+        qs = self.object_list
+        if not isinstance(qs, QuerySet):
+            return len(qs)
+        estimate = _table_estimate(qs)
+        return max(estimate, ESTIMATE_FLOOR)
+
+
+def _table_estimate(qs: QuerySet[Any]) -> int:
+    model = qs.model
+    connection = connections[qs.db]
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT reltuples::bigint FROM pg_class WHERE oid = %s::regclass", [model._meta.db_table])
+            row = cursor.fetchone()
+        if row and row[0] and row[0] > 0:
+            return int(row[0])
+    highest = model._default_manager.using(qs.db).order_by("-pk").values_list("pk", flat=True).first()
+    return int(highest or 0)
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    paginator = EstimatedCountPaginator
+    show_full_result_count = False
+    list_per_page = 50
+
+    def has_add_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return False
+
+
+class AttemptInline(admin.TabularInline):
+    model = AttemptRecord
+    extra = 0
+    can_delete = False
+    fields = ("seq", "target", "status", "error_class", "reason", "action", "validation", "latency_ms", "cost_usd")
+    readonly_fields = fields
+    ordering = ("seq",)
+
+    def has_add_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return False
+
+
+@admin.register(AuditRevision)
+class AuditRevisionAdmin(ReadOnlyAdmin):
+    list_display = (
+        "created_at", "request_id", "key_name", "requested_model", "tier", "target", "status", "error_class",
+        "latency_ms", "cost_usd", "auditor_page",
+    )
+    search_fields = ("=request_id", "=operation_id", "=session_hash")
+    ordering = ("-created_at", "-id")
+    inlines = (AttemptInline,)
+    exclude = ("prompt_text", "output_text")
+
+    @admin.display(description="explained")
+    def auditor_page(self, obj: AuditRevision) -> str:
+        return format_html('<a href="{}">open</a>', reverse("audit:revision", args=[obj.request_id]))
+
+
+@admin.register(AttemptRecord)
+class AttemptRecordAdmin(ReadOnlyAdmin):
+    list_display = ("revision", "seq", "target", "status", "error_class", "action", "latency_ms", "cost_usd")
+    list_select_related = ("revision",)
+    search_fields = ("=attempt_id", "=revision__request_id")
+    ordering = ("-id",)
+
+
+@admin.register(ConfigRevision)
+class ConfigRevisionAdmin(ReadOnlyAdmin):
+    list_display = ("version", "created_at", "author", "source", "summary")
+    ordering = ("-version",)
+
+
+@admin.register(UndeliverableEvent)
+class UndeliverableEventAdmin(ReadOnlyAdmin):
+    list_display = ("created_at", "request_id", "error")
+    ordering = ("-created_at",)

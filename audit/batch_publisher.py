@@ -1,0 +1,324 @@
+"""The publisher thread and its batching, spooling and replay (see ``audit.publisher`` for the overview).
+
+``Publisher`` takes a sink factory and a spool, so it is built from settings in production
+(``audit.publisher.build_from_settings``) and from test doubles of the sink in tests.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from audit.event import prepare_event
+from audit.sinks import DeliveryError
+from audit.spool import Spool
+
+log = logging.getLogger("gomodel.audit")
+
+PROBE_MIN_SECONDS = 1.0
+PROBE_MAX_SECONDS = 15.0
+# Even while healthy, look for spool files left by a crashed sibling process now and then.
+SPOOL_SCAN_SECONDS = 30.0
+DEFAULT_SHUTDOWN_SECONDS = 20.0
+
+
+class Sink(Protocol):
+    def send(self, batch: list[dict[str, Any]]) -> None: ...
+
+    def probe(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class Publisher:
+    """Batches, redacts and delivers audit events on one background thread; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        sink_factory: Callable[[], Sink],
+        spool: Spool,
+        batch_size: int,
+        batch_seconds: float,
+        max_buffer: int,
+        store_bodies: bool,
+        body_max_bytes: int,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._sink_factory = sink_factory
+        self._spool = spool
+        self._batch_size = max(1, batch_size)
+        self._batch_seconds = batch_seconds
+        self._max_buffer = max(self._batch_size, max_buffer)
+        self._store_bodies = store_bodies
+        self._body_max_bytes = body_max_bytes
+        self._clock = clock
+
+        self._buffer: collections.deque[Any] = collections.deque()
+        self._wake = threading.Event()
+        self._start_lock = threading.Lock()
+        self._overflow_lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._started = False
+        self._stopping = False
+        self._flush_requested = False
+        self._stopped = threading.Event()
+        self._idle = threading.Condition()
+        self._spool_failing = False
+        self._in_hand = 0  # events taken from the buffer and not yet delivered or spooled
+        self._hand_lock = threading.Lock()  # the caller's thread takes from the buffer too (overflow)
+
+        self._sink: Sink | None = None
+        self._healthy = True
+        self._probe_delay = PROBE_MIN_SECONDS
+        self._next_probe = 0.0
+        self._replay_pending = True  # start-up: replay what a previous process left
+        self._next_scan = 0.0
+        self.counters = {"published": 0, "delivered": 0, "spooled": 0, "replayed_batches": 0, "overflows": 0}
+
+    # -- the request path -----------------------------------------------------------------------------
+
+    def publish(self, event: Any) -> None:
+        """Hand one event to the publisher; returns at once and never raises for a bad event."""
+        if not self._started:
+            self.start()
+        buffer = self._buffer
+        buffer.append(event)
+        size = len(buffer)
+        if size >= self._batch_size:
+            if size >= self._max_buffer and not self._spool_failing:
+                self._overflow()
+            self._wake.set()
+
+    # -- life cycle -----------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the publisher thread (idempotent)."""
+        with self._start_lock:
+            if self._started:
+                return
+            self._thread = threading.Thread(target=self._run, name="audit-publisher", daemon=True)
+            self._thread.start()
+            self._started = True
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Wait until everything published so far is delivered or spooled; False on timeout."""
+        deadline = time.monotonic() + timeout
+        self._flush_requested = True
+        self._wake.set()
+        with self._idle:
+            while self._buffer or self._in_hand:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._flush_requested = True
+                self._wake.set()
+                self._idle.wait(min(remaining, 0.05))
+        return True
+
+    def shutdown(self, timeout: float = DEFAULT_SHUTDOWN_SECONDS) -> bool:
+        """Deliver or spool every event still in memory and stop the thread; False if it had to give up.
+
+        If the thread does not finish in time (a sink call hangs past its own timeout), what is still in
+        the buffer is spooled from the calling thread, so nothing stays only in memory.
+        """
+        self._stopping = True
+        self._wake.set()
+        thread = self._thread
+        finished = True
+        if thread is not None and thread.is_alive():
+            thread.join(timeout)
+            finished = not thread.is_alive()
+        while self._buffer and not self._spool_failing:
+            self._overflow()
+        self._spool.close()
+        return finished and not self._in_hand
+
+    def request_flush(self) -> None:
+        """Ask the thread to deliver what it has now, without waiting (safe in a signal handler)."""
+        self._flush_requested = True
+        self._wake.set()
+
+    @property
+    def healthy(self) -> bool:
+        return self._healthy
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            **self.counters,
+            "buffered": len(self._buffer),
+            "healthy": self._healthy,
+            "spool_bytes": self._spool.pending_bytes(),
+        }
+
+    # -- the publisher thread -------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            self._sink = self._sink_factory()
+        except Exception:  # a sink that cannot even be built: spool everything until the process restarts
+            log.exception("audit: cannot create the delivery sink; spooling events")
+            self._sink = None
+            self._healthy = False
+        deadline = self._clock() + self._batch_seconds
+        while True:
+            busy = self._replay_pending and self._healthy and not self._stopping
+            self._wake.wait(0 if busy else max(0.0, deadline - self._clock()))
+            self._wake.clear()
+            stopping = self._stopping
+            now = self._clock()
+            on_time = now >= deadline or stopping or self._flush_requested
+            self._flush_requested = False
+            if on_time:
+                deadline = now + self._batch_seconds
+            try:
+                self._deliver_buffer(everything=on_time)
+                if not stopping:
+                    self._maybe_probe()
+                    self._maybe_replay()
+            except Exception:  # never let the thread die; the loop spools what it cannot deliver
+                log.exception("audit publisher loop failed; continuing")
+            with self._idle:
+                self._idle.notify_all()
+            if stopping and not self._buffer:
+                break
+        if self._sink is not None:
+            self._sink.close()
+        self._stopped.set()
+
+    def _take(self, limit: int) -> list[Any]:
+        buffer = self._buffer
+        taken: list[Any] = []
+        while len(taken) < limit:
+            try:
+                taken.append(buffer.popleft())
+            except IndexError:
+                break
+        with self._hand_lock:
+            self._in_hand += len(taken)
+        return taken
+
+    def _release(self, count: int) -> None:
+        with self._hand_lock:
+            self._in_hand -= count
+
+    def _deliver_buffer(self, *, everything: bool) -> None:
+        while len(self._buffer) >= self._batch_size or (everything and self._buffer):
+            raw = self._take(self._batch_size)
+            try:
+                batch = self._prepare(raw)
+                self._deliver(batch)
+            finally:
+                self._release(len(raw))
+            if self._spool_failing:
+                break  # the batch went back to the buffer: try again on the next round, after a probe
+
+    def _prepare(self, raw: list[Any]) -> list[dict[str, Any]]:
+        self.counters["published"] += len(raw)
+        prepared = []
+        for event in raw:
+            prepared.append(prepare_event(event, store_bodies=self._store_bodies, max_bytes=self._body_max_bytes))
+            # Hand the GIL back after each event: the event loop waiting for it would otherwise wait for the
+            # interpreter's switch interval (5 ms) while a whole batch is redacted.
+            time.sleep(0)
+        return prepared
+
+    def _deliver(self, batch: list[dict[str, Any]]) -> None:
+        if self._healthy and self._sink is not None:
+            try:
+                self._sink.send(batch)
+                self.counters["delivered"] += len(batch)
+                self._spool_failing = False
+                return
+            except DeliveryError as exc:
+                self._mark_unhealthy(exc)
+            except Exception as exc:  # a sink bug must not cost the batch
+                log.exception("audit: the sink failed unexpectedly")
+                self._mark_unhealthy(DeliveryError(str(exc)))
+        self._spool_or_keep(batch)
+
+    def _spool_or_keep(self, batch: list[dict[str, Any]]) -> None:
+        """Spool ``batch``; if even the disk refuses, keep it in memory (at the front) to try again."""
+        try:
+            self._spool.append(batch)
+        except OSError as exc:
+            if not self._spool_failing:
+                log.error("audit: cannot write the spool in %s (%s); keeping events in memory",
+                          self._spool.directory, exc)
+            self._spool_failing = True
+            self._buffer.extendleft(reversed(batch))
+            return
+        self._spool_failing = False
+        self.counters["spooled"] += len(batch)
+
+    def _send_spooled(self, batch: list[dict[str, Any]]) -> bool:
+        if self._sink is None:
+            return False
+        try:
+            self._sink.send(batch)
+        except DeliveryError as exc:
+            self._mark_unhealthy(exc)
+            return False
+        self.counters["replayed_batches"] += 1
+        return True
+
+    def _maybe_probe(self) -> None:
+        if self._healthy or self._clock() < self._next_probe:
+            return
+        try:
+            if self._sink is None:
+                self._sink = self._sink_factory()
+            self._sink.probe()
+        except DeliveryError as exc:
+            self._mark_unhealthy(exc)
+            return
+        except Exception as exc:  # building the sink failed again
+            self._mark_unhealthy(DeliveryError(str(exc)))
+            return
+        log.warning("audit: delivery works again; replaying the spool")
+        self._healthy = True
+        self._probe_delay = PROBE_MIN_SECONDS
+        self._replay_pending = True
+
+    def _maybe_replay(self) -> None:
+        now = self._clock()
+        if now >= self._next_scan:
+            self._next_scan = now + SPOOL_SCAN_SECONDS
+            self._replay_pending = True
+        if not (self._healthy and self._replay_pending):
+            return
+        outcome = self._spool.replay_one(self._send_spooled)
+        if outcome == "empty":
+            self._replay_pending = False
+
+    def _mark_unhealthy(self, exc: Exception) -> None:
+        if self._healthy:
+            log.warning("audit: delivery failed (%s); spooling to %s", exc, self._spool.directory)
+            self._probe_delay = PROBE_MIN_SECONDS
+        else:
+            self._probe_delay = min(PROBE_MAX_SECONDS, self._probe_delay * 2)
+        self._healthy = False
+        self._next_probe = self._clock() + self._probe_delay
+
+    # -- overflow (runs on the caller's thread) -------------------------------------------------------
+
+    def _overflow(self) -> None:
+        """Spool the oldest batch now: the thread is too far behind, and memory is bounded.
+
+        One batch per call spreads the cost (redaction and an fsync) over the publishes that overflow,
+        instead of one long pause; it only happens when the thread cannot keep up.
+        """
+        with self._overflow_lock:
+            raw = self._take(self._batch_size)
+            try:
+                if raw:
+                    self.counters["overflows"] += 1
+                    self._spool_or_keep(self._prepare(raw))
+            finally:
+                self._release(len(raw))
+
+

@@ -1,0 +1,263 @@
+"""The audit event: defensive validation of what the request path hands to the publisher.
+
+``prepare_event`` turns whatever arrived into a well-formed event (the shape is documented in docs/audit.md):
+every field coerced to its type or to a neutral default, strings stripped of NUL characters and capped,
+lists bounded, bodies redacted and credentials masked. It never raises, so one malformed event cannot block
+a batch, and it is idempotent, so the worker runs it again on what it receives. An event without a usable
+``request_id`` gets one derived from its content, so a redelivered copy still collapses into one row.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import time
+from typing import Any
+
+from audit.redact import mask_secrets, redact_bodies
+
+MAX_SIGNALS = 64
+MAX_CANDIDATES = 64
+MAX_ATTEMPTS = 64
+MAX_NESTED = 8
+MAX_ERROR_CHARS = 2000
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9_.:\-]{1,64}$")
+_USAGE_FIELDS = ("input_tokens", "output_tokens", "cached_input_tokens", "reasoning_tokens")
+
+
+def _str(value: Any, limit: int) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        value = str(value)
+    return value.replace("\x00", "")[:limit]
+
+
+def _text(value: Any, limit: int) -> str:
+    """A free-text field: capped and with credentials masked."""
+    return mask_secrets(_str(value, limit * 2))[:limit]
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if -(2**62) < value < 2**62 else None
+    if isinstance(value, float) and math.isfinite(value):
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            return None
+    return None
+
+
+def _int32(value: Any) -> int | None:
+    """An integer that fits a 32-bit column, or None."""
+    number = _int(value)
+    return number if number is not None and -(2**31) <= number < 2**31 else None
+
+
+def _float(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        number = float(value)
+        return number if math.isfinite(number) else None
+    if isinstance(value, str):
+        try:
+            number = float(value.strip())
+        except ValueError:
+            return None
+        return number if math.isfinite(number) else None
+    return None
+
+
+def _bool(value: Any) -> bool:
+    return value is True or (isinstance(value, str) and value.lower() in {"true", "1", "yes"})
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any, limit: int) -> list[Any]:
+    return list(value[:limit]) if isinstance(value, list | tuple) else []
+
+
+def _usage(value: Any) -> dict[str, int]:
+    raw = _dict(value)
+    return {name: max(0, _int(raw.get(name)) or 0) for name in _USAGE_FIELDS}
+
+
+def _health(value: Any) -> dict[str, Any]:
+    raw = _dict(value)
+    return {
+        "status": _str(raw.get("status"), 16),
+        "latency_ms": _float(raw.get("latency_ms")),
+        "in_flight": _int32(raw.get("in_flight")),
+        "cooldown_until": _float(raw.get("cooldown_until")),
+    }
+
+
+def _signal(value: Any) -> dict[str, Any]:
+    raw = _dict(value)
+    return {
+        "name": _str(raw.get("name"), 64),
+        "points": _float(raw.get("points")) or 0,
+        "detail": _text(raw.get("detail"), 200),
+    }
+
+
+def _tier(value: Any) -> dict[str, Any] | None:
+    if not isinstance(value, dict):
+        return None
+    return {
+        "alias": _str(value.get("alias"), 200),
+        "tier": _str(value.get("tier"), 16),
+        "target": _str(value.get("target"), 200),
+        "score": _float(value.get("score")),
+        "signals": [_signal(s) for s in _list(value.get("signals"), MAX_SIGNALS)],
+        "reasoning_shortcut": _bool(value.get("reasoning_shortcut")),
+        "forced": _bool(value.get("forced")),
+        "pinned": _bool(value.get("pinned")),
+        "escalated": _bool(value.get("escalated")),
+        "pin_before": _str(value.get("pin_before"), 16),
+    }
+
+
+def _candidate(value: Any) -> dict[str, Any]:
+    raw = _dict(value)
+    return {
+        "target": _str(raw.get("target"), 200),
+        "weight": _float(raw.get("weight")),
+        "latency_ms": _float(raw.get("latency_ms")),
+        "in_flight": _int32(raw.get("in_flight")),
+        "cooldown_until": _float(raw.get("cooldown_until")),
+        "status": _str(raw.get("status"), 16),
+    }
+
+
+def _reasons(value: Any) -> list[dict[str, str]]:
+    return [
+        {"target": _str(_dict(s).get("target"), 200), "reason": _text(_dict(s).get("reason"), 200)}
+        for s in _list(value, MAX_CANDIDATES)
+    ]
+
+
+def _selection(value: Any, depth: int = 0) -> dict[str, Any] | None:
+    """The selection of the resolved virtual model; nested virtual models (bounded depth) and the targets
+    the workload contract filtered out come along when present."""
+    if not isinstance(value, dict):
+        return None
+    selection = {
+        "virtual_model": _str(value.get("virtual_model"), 200),
+        "strategy": _str(value.get("strategy"), 32),
+        "winner": _str(value.get("winner"), 200),
+        "why": _text(value.get("why"), 500),
+        "affinity": _str(value.get("affinity"), 16),
+        "candidates": [_candidate(c) for c in _list(value.get("candidates"), MAX_CANDIDATES)],
+        "skipped": _reasons(value.get("skipped")),
+    }
+    if depth == 0:
+        selection["rejected"] = _reasons(value.get("rejected"))
+        selection["nested"] = [
+            nested for nested in (_selection(n, depth + 1) for n in _list(value.get("nested"), MAX_NESTED)) if nested
+        ]
+    return selection
+
+
+def _attempt(value: Any, position: int) -> dict[str, Any]:
+    raw = _dict(value)
+    seq = _int(raw.get("seq"))
+    return {
+        "attempt_id": _str(raw.get("attempt_id"), 64),
+        "seq": seq if seq is not None and 0 < seq < 32000 else position,
+        "target": _str(raw.get("target"), 200),
+        "provider": _str(raw.get("provider"), 100),
+        "status": _int32(raw.get("status")),
+        "error_class": _str(raw.get("error_class"), 32),
+        "reason": _text(raw.get("reason"), 200),
+        "latency_ms": _float(raw.get("latency_ms")) or 0.0,
+        "ttfb_ms": _float(raw.get("ttfb_ms")),
+        "usage": _usage(raw.get("usage")),
+        "cost_usd": _float(raw.get("cost_usd")),
+        "action": _str(raw.get("action"), 32),
+        "validation": _str(raw.get("validation"), 64),
+        "health": _health(raw.get("health")),
+    }
+
+
+def content_request_id(raw: Any) -> str:
+    """A stable id for an event that came without one: the sha256 of its canonical JSON."""
+    canonical = json.dumps(raw, sort_keys=True, default=str, ensure_ascii=True)
+    return "derived-" + hashlib.sha256(canonical.encode()).hexdigest()[:48]
+
+
+def _attempts_unique(attempts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Attempts with distinct sequence numbers (a duplicate seq is renumbered after the highest)."""
+    seen: set[int] = set()
+    highest = max((a["seq"] for a in attempts), default=0)
+    for attempt in attempts:
+        if attempt["seq"] in seen:
+            highest += 1
+            attempt["seq"] = highest
+        seen.add(attempt["seq"])
+    return attempts
+
+
+def prepare_event(raw: Any, *, store_bodies: bool, max_bytes: int) -> dict[str, Any]:
+    """The cleaned, redacted event for ``raw``; never raises, idempotent."""
+    if not isinstance(raw, dict):
+        return {
+            "request_id": content_request_id(repr(raw)),
+            "created_at": time.time(),
+            "validation": "malformed_event",
+            "error_message": _text(f"malformed audit event: {raw!r}", MAX_ERROR_CHARS),
+            "usage": _usage(None),
+            "attempts": [],
+        }
+    event = dict(raw)
+    request_id = event.get("request_id")
+    if not (isinstance(request_id, str) and _REQUEST_ID.match(request_id)):
+        request_id = content_request_id({k: v for k, v in event.items() if k not in ("prompt_text", "output_text")})
+    redact_bodies(event, store_bodies=store_bodies, max_bytes=max_bytes)
+    created_at = _float(event.get("created_at"))
+    key_id = _int(event.get("key_id"))
+    attempts = [_attempt(a, i + 1) for i, a in enumerate(_list(event.get("attempts"), MAX_ATTEMPTS))]
+    cleaned: dict[str, Any] = {
+        "request_id": request_id,
+        "operation_id": _str(event.get("operation_id"), 128),
+        "created_at": created_at if created_at is not None and created_at > 0 else time.time(),
+        "key_id": key_id,
+        "key_name": _str(event.get("key_name"), 200),
+        "session_hash": _str(event.get("session_hash"), 64),
+        "session_source": _str(event.get("session_source"), 40),
+        "endpoint": _str(event.get("endpoint"), 16),
+        "requested_model": _str(event.get("requested_model"), 200),
+        "stream": _bool(event.get("stream")),
+        "tier": _tier(event.get("tier")),
+        "selection": _selection(event.get("selection")),
+        "target": _str(event.get("target"), 200),
+        "status": _int32(event.get("status")),
+        "error_class": _str(event.get("error_class"), 32),
+        "error_message": _text(event.get("error_message"), MAX_ERROR_CHARS),
+        "latency_ms": _float(event.get("latency_ms")) or 0.0,
+        "ttfb_ms": _float(event.get("ttfb_ms")),
+        "usage": _usage(event.get("usage")),
+        "cost_usd": _float(event.get("cost_usd")),
+        "validation": _str(event.get("validation"), 64),
+        "config_version": _int32(event.get("config_version")),
+        "workload": _str(event.get("workload"), 100),
+        "deadline_ms": _int32(event.get("deadline_ms")),
+        "attempts": _attempts_unique(attempts),
+    }
+    for part in ("prompt", "output"):
+        cleaned[f"{part}_hash"] = _str(event.get(f"{part}_hash"), 64)
+        cleaned[f"{part}_preview"] = _str(event.get(f"{part}_preview"), 200)
+        if store_bodies and isinstance(event.get(f"{part}_text"), str):
+            cleaned[f"{part}_text"] = event[f"{part}_text"].replace("\x00", "")
+    return cleaned

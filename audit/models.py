@@ -1,0 +1,176 @@
+"""What the audit keeps: one AuditRevision per client request, its AttemptRecords, and ConfigRevisions.
+
+Rows are written by ``audit.services`` only (the Celery worker or, in the demo, the publisher thread) and
+are never changed afterwards. Free-text columns hold redacted text (see ``audit.redact``); no column ever
+holds a provider key or a gateway key's secret.
+
+The history pages read AuditRevision with keyset pagination on ``(created_at, id)`` descending, so every
+filter the pages offer has a composite index ending in ``created_at, id``.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+# The auditor filters that get their own composite index (field, -created_at, -id).
+FILTERED_FIELDS = (
+    "key_id",
+    "key_name",
+    "session_hash",
+    "requested_model",
+    "tier",
+    "target",
+    "status",
+    "error_class",
+    "config_version",
+)
+
+
+def _filter_indexes() -> list[models.Index]:
+    return [
+        models.Index(fields=[field, "-created_at", "-id"], name=f"audit_rev_{field}_idx")
+        for field in FILTERED_FIELDS
+    ]
+
+
+class AuditRevision(models.Model):
+    """One client request and every decision taken for it."""
+
+    request_id = models.CharField(max_length=64, unique=True)
+    operation_id = models.CharField(max_length=128, blank=True, default="")
+    created_at = models.DateTimeField(help_text="When the gateway received the request.")
+    received_at = models.DateTimeField(auto_now_add=True, help_text="When the audit stored it.")
+
+    key_id = models.BigIntegerField(null=True, blank=True, help_text="The gateway key's id (never its secret).")
+    key_name = models.CharField(max_length=200, blank=True, default="")
+    session_hash = models.CharField(max_length=64, blank=True, default="")
+    session_source = models.CharField(max_length=40, blank=True, default="")
+
+    endpoint = models.CharField(max_length=16, blank=True, default="")
+    requested_model = models.CharField(max_length=200, blank=True, default="")
+    stream = models.BooleanField(default=False)
+    workload = models.CharField(max_length=100, blank=True, default="")
+    deadline_ms = models.IntegerField(null=True, blank=True)
+    config_version = models.IntegerField(null=True, blank=True)
+
+    # The tier verdict (empty tier: the requested model was not a tier alias).
+    tier_alias = models.CharField(max_length=200, blank=True, default="")
+    tier = models.CharField(max_length=16, blank=True, default="")
+    tier_target = models.CharField(max_length=200, blank=True, default="")
+    score = models.FloatField(null=True, blank=True)
+    signals = models.JSONField(default=list, blank=True)
+    reasoning_shortcut = models.BooleanField(default=False)
+    tier_forced = models.BooleanField(default=False)
+    tier_pinned = models.BooleanField(default=False)
+    tier_escalated = models.BooleanField(default=False)
+    pin_before = models.CharField(max_length=16, blank=True, default="")
+
+    # The selection: which target won and why.
+    virtual_model = models.CharField(max_length=200, blank=True, default="")
+    strategy = models.CharField(max_length=32, blank=True, default="")
+    winner = models.CharField(max_length=200, blank=True, default="")
+    selection_why = models.CharField(max_length=500, blank=True, default="")
+    affinity = models.CharField(max_length=16, blank=True, default="")
+    candidates = models.JSONField(default=list, blank=True)
+    skipped = models.JSONField(default=list, blank=True)
+    rejected = models.JSONField(default=list, blank=True, help_text="Targets the workload contract filtered out.")
+    nested_selections = models.JSONField(default=list, blank=True, help_text="Selections in nested virtual models.")
+
+    # The outcome.
+    target = models.CharField(max_length=200, blank=True, default="", help_text="The target that answered.")
+    status = models.IntegerField(null=True, blank=True)
+    error_class = models.CharField(max_length=32, blank=True, default="")
+    error_message = models.TextField(blank=True, default="")
+    validation = models.CharField(max_length=64, blank=True, default="")
+    latency_ms = models.FloatField(default=0.0)
+    ttfb_ms = models.FloatField(null=True, blank=True)
+    input_tokens = models.BigIntegerField(default=0)
+    output_tokens = models.BigIntegerField(default=0)
+    cached_input_tokens = models.BigIntegerField(default=0)
+    reasoning_tokens = models.BigIntegerField(default=0)
+    cost_usd = models.FloatField(null=True, blank=True)
+    attempt_count = models.PositiveSmallIntegerField(default=0)
+    fell_back = models.BooleanField(default=False, help_text="Another target was tried after the first.")
+
+    # Bodies: hashes and redacted previews by default; full (capped) text only with AUDIT_STORE_BODIES.
+    prompt_hash = models.CharField(max_length=64, blank=True, default="")
+    prompt_preview = models.CharField(max_length=200, blank=True, default="")
+    prompt_text = models.TextField(blank=True, default="")
+    output_hash = models.CharField(max_length=64, blank=True, default="")
+    output_preview = models.CharField(max_length=200, blank=True, default="")
+    output_text = models.TextField(blank=True, default="")
+
+    class Meta:
+        ordering = ("-created_at", "-id")
+        indexes = [models.Index(fields=["-created_at", "-id"], name="audit_rev_created_idx"), *_filter_indexes()]
+
+    def __str__(self) -> str:
+        return f"{self.request_id} {self.requested_model} -> {self.target or '-'} ({self.status})"
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+class AttemptRecord(models.Model):
+    """One upstream attempt made for a request, in order."""
+
+    revision = models.ForeignKey(AuditRevision, on_delete=models.CASCADE, related_name="attempts")
+    seq = models.PositiveSmallIntegerField()
+    attempt_id = models.CharField(max_length=64, blank=True, default="", db_index=True)
+    target = models.CharField(max_length=200, blank=True, default="")
+    provider = models.CharField(max_length=100, blank=True, default="")
+    status = models.IntegerField(null=True, blank=True)
+    error_class = models.CharField(max_length=32, blank=True, default="")
+    reason = models.CharField(max_length=200, blank=True, default="")
+    action = models.CharField(max_length=32, blank=True, default="")
+    validation = models.CharField(max_length=64, blank=True, default="")
+    latency_ms = models.FloatField(default=0.0)
+    ttfb_ms = models.FloatField(null=True, blank=True)
+    input_tokens = models.BigIntegerField(default=0)
+    output_tokens = models.BigIntegerField(default=0)
+    cached_input_tokens = models.BigIntegerField(default=0)
+    reasoning_tokens = models.BigIntegerField(default=0)
+    cost_usd = models.FloatField(null=True, blank=True)
+    health_status = models.CharField(max_length=16, blank=True, default="")
+    health = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ("revision", "seq")
+        constraints = [models.UniqueConstraint(fields=["revision", "seq"], name="audit_attempt_revision_seq_uniq")]
+
+    def __str__(self) -> str:
+        return f"#{self.seq} {self.target} {self.status or self.error_class or ''} {self.action}"
+
+
+class ConfigRevision(models.Model):
+    """One committed change of the routing configuration: the whole config after it, and the diff."""
+
+    version = models.PositiveIntegerField(unique=True)
+    author = models.CharField(max_length=150, blank=True, default="")
+    source = models.CharField(max_length=32, blank=True, default="", help_text="admin, file, or other.")
+    created_at = models.DateTimeField(db_index=True)
+    snapshot = models.JSONField(default=dict, blank=True)
+    diff = models.TextField(blank=True, default="")
+    summary = models.CharField(max_length=500, blank=True, default="")
+
+    class Meta:
+        ordering = ("-version",)
+
+    def __str__(self) -> str:
+        return f"version {self.version} by {self.author or 'unknown'} ({self.source})"
+
+
+class UndeliverableEvent(models.Model):
+    """An event the database refused even alone (it should never happen): kept verbatim, not dropped."""
+
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    request_id = models.CharField(max_length=64, blank=True, default="")
+    error = models.TextField()
+    payload = models.TextField(help_text="The redacted event as JSON (ASCII-escaped).")
+
+    class Meta:
+        ordering = ("-created_at",)
+
+    def __str__(self) -> str:
+        return f"{self.request_id or '?'}: {self.error[:80]}"

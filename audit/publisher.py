@@ -1,0 +1,185 @@
+"""The audit publisher: the request path hands over one event and returns; a thread does the rest.
+
+``publish(event)`` appends to an in-memory deque (thread-safe, no lock, well under a microsecond; see
+bench/micro_publisher.py) and wakes the publisher thread only when a batch is full. The thread:
+
+1. batches events by count (``AUDIT_BATCH_SIZE``) and by time (``AUDIT_BATCH_SECONDS``);
+2. validates and redacts each event (``audit.event.prepare_event``) - raw prompts never leave memory;
+3. delivers each batch through its sink: one Celery task per batch, or, without ``CELERY_BROKER_URL``, an
+   insert with the ORM;
+4. when delivery fails, appends the batch to the spool (``audit.spool``) and stops trying the sink until a
+   cheap probe succeeds again (backing off from 1 s to 15 s), then replays the spool, oldest file first.
+   It also replays at start-up, so a restarted gateway sends what a crashed one spooled.
+
+The buffer is bounded (``AUDIT_BUFFER_MAX_EVENTS``): when it is full, ``publish`` itself spools the oldest
+batch instead of dropping anything; if even the disk refuses, events stay in memory and are retried.
+``shutdown`` (also run at exit and on SIGTERM) delivers or spools everything still in memory.
+
+Delivery is at least once: the worker stores each ``request_id`` once, so a batch sent twice is harmless.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+from audit.batch_publisher import DEFAULT_SHUTDOWN_SECONDS, Publisher, Sink
+from audit.spool import Spool
+
+__all__ = ["Publisher", "Sink", "build_from_settings", "flush", "publish", "shutdown", "start", "stats"]
+
+log = logging.getLogger("gomodel.audit")
+
+# ------------------------------------------------------------------------------------------------------
+# The process-wide publisher, configured from Django settings.
+# ------------------------------------------------------------------------------------------------------
+
+_publisher: Publisher | None = None
+_publisher_lock = threading.Lock()
+_previous_sigterm: Any = None
+
+
+def publish_timeout_seconds() -> float:
+    """How long one broker call may take before the publisher gives up on it (from the broker timeouts)."""
+    from django.conf import settings
+
+    options = getattr(settings, "CELERY_BROKER_TRANSPORT_OPTIONS", {}) or {}
+    socket_timeout = float(options.get("socket_timeout", 3))
+    connect_timeout = float(getattr(settings, "CELERY_BROKER_CONNECTION_TIMEOUT", 3) or 3)
+    return float(getattr(settings, "AUDIT_PUBLISH_TIMEOUT", connect_timeout + 2 * socket_timeout + 1))
+
+
+def build_from_settings() -> Publisher:
+    """A Publisher configured from Django settings (Celery sink when CELERY_BROKER_URL is set)."""
+    from django.conf import settings
+
+    from audit.sinks import CelerySink, DatabaseSink
+
+    def sink_factory() -> Sink:
+        if settings.CELERY_BROKER_URL:
+            from gomodel_site.celery import app
+
+            return CelerySink(app, timeout=publish_timeout_seconds())
+        return DatabaseSink()
+
+    return Publisher(
+        sink_factory=sink_factory,
+        spool=Spool(Path(settings.AUDIT_SPOOL_DIR)),
+        batch_size=settings.AUDIT_BATCH_SIZE,
+        batch_seconds=settings.AUDIT_BATCH_SECONDS,
+        max_buffer=getattr(settings, "AUDIT_BUFFER_MAX_EVENTS", 50_000),
+        store_bodies=settings.AUDIT_STORE_BODIES,
+        body_max_bytes=settings.AUDIT_BODY_MAX_BYTES,
+    )
+
+
+def _get() -> Publisher:
+    global _publisher
+    with _publisher_lock:
+        if _publisher is None:
+            _publisher = build_from_settings()
+            atexit.register(_shutdown_at_exit)
+            _install_sigterm_handler()
+        return _publisher
+
+
+def publish(event: dict[str, Any]) -> None:
+    """Hand one audit event to the process's publisher (non-blocking, thread-safe, never raises)."""
+    publisher = _publisher
+    if publisher is None:
+        try:
+            publisher = _get()
+        except Exception:  # a misconfigured audit must not fail the request it describes
+            log.exception("audit: cannot start the publisher; event %s not recorded", _request_id_of(event))
+            return
+    publisher.publish(event)
+
+
+def start() -> Publisher:
+    """Start the process's publisher thread now (it also starts on the first publish)."""
+    publisher = _get()
+    publisher.start()
+    return publisher
+
+
+def flush(timeout: float = 10.0) -> bool:
+    """Wait until everything published so far is delivered or spooled; False on timeout."""
+    publisher = _publisher
+    return True if publisher is None else publisher.flush(timeout)
+
+
+def shutdown(timeout: float = DEFAULT_SHUTDOWN_SECONDS) -> bool:
+    """Deliver or spool everything in memory and stop the publisher; a later publish starts a new one."""
+    global _publisher
+    with _publisher_lock:
+        publisher, _publisher = _publisher, None
+    if publisher is None:
+        return True
+    return publisher.shutdown(timeout)
+
+
+def stats() -> dict[str, Any]:
+    publisher = _publisher
+    return publisher.stats() if publisher is not None else {"published": 0, "buffered": 0, "healthy": True}
+
+
+def _request_id_of(event: Any) -> str:
+    return str(event.get("request_id", "?")) if isinstance(event, dict) else "?"
+
+
+def _shutdown_at_exit() -> None:
+    try:
+        shutdown()
+    except Exception:  # at exit there is nobody left to tell but the log
+        log.exception("audit: shutdown at exit failed")
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    previous = _previous_sigterm
+    if callable(previous):
+        # The server handles SIGTERM (a graceful stop that ends in a normal exit, where atexit flushes);
+        # deliver what is buffered now and let it proceed.
+        publisher = _publisher
+        if publisher is not None:
+            publisher.request_flush()
+        previous(signum, frame)
+        return
+    if previous == signal.SIG_IGN:
+        return
+    # Default action: the process would die without running atexit. Flush first, then die the same way.
+    # (No lock here: the interrupted main thread might hold it.)
+    publisher = _publisher
+    if publisher is not None:
+        publisher.shutdown()
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _install_sigterm_handler() -> None:
+    """Chain a SIGTERM handler in front of whatever is installed (only possible on the main thread)."""
+    global _previous_sigterm
+    if threading.current_thread() is not threading.main_thread():
+        return
+    try:
+        current = signal.getsignal(signal.SIGTERM)
+        if current is _on_sigterm:
+            return
+        _previous_sigterm = current
+        signal.signal(signal.SIGTERM, _on_sigterm)
+    except (ValueError, OSError):  # not the main interpreter, or signals unavailable here
+        return
+
+
+def _forget_after_fork() -> None:
+    """A forked child has no publisher thread: start afresh (the parent keeps its own events)."""
+    global _publisher, _publisher_lock
+    _publisher = None
+    _publisher_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)

@@ -1,0 +1,119 @@
+"""Redaction of audit events: what may leave the gateway process's memory.
+
+By default (``AUDIT_STORE_BODIES=false``) a prompt or output is kept only as its sha256 and a short preview in
+which e-mail addresses, long digit runs and anything that looks like a credential are masked. With
+``AUDIT_STORE_BODIES=true`` the body is kept too, capped at ``AUDIT_BODY_MAX_BYTES`` and with credentials
+masked. Free-text fields (error messages, attempt reasons) always have credentials masked: a provider's error
+body may echo the key it was sent.
+
+Every function here is idempotent, so the worker can run the same redaction again on what it receives.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any
+
+PREVIEW_CHARS = 80
+# Mask a window larger than the preview first, so a credential cut by the preview's end is still masked.
+_PREVIEW_WINDOW = 400
+
+SECRET_MASK = "[secret]"
+EMAIL_MASK = "[email]"
+DIGITS_MASK = "[digits]"
+
+_NAMED_SECRET = re.compile(
+    r"(?i)((?:api[_-]?key|x-api-key|secret|token|password|passwd|authorization)[\"']?\s*[:=]\s*[\"']?)"
+    r"(?!\$\{)[^\s\"',;]{6,}"
+)
+_SECRET_PATTERNS = (
+    re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=\-]{8,}"),
+    re.compile(r"\bsk-[A-Za-z0-9_\-]{12,}"),
+    re.compile(r"\bAKIA[0-9A-Z]{16}\b"),
+    re.compile(r"\bAIza[0-9A-Za-z_\-]{30,}"),
+    re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}"),
+    re.compile(r"\bxox[abprs]-[A-Za-z0-9\-]{10,}"),
+    re.compile(r"\beyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}"),  # JWT
+)
+# A long run of letters and digits where digits and capitals are frequent is treated as a credential: random
+# tokens (hex, base64) have many, model names and words have few. Over-masking a hash is harmless.
+_LONG_TOKEN = re.compile(r"[A-Za-z0-9_\-+=]{32,}")
+_EMAIL = re.compile(r"[A-Za-z0-9._%+\-]+@[A-Za-z0-9.\-]+\.[A-Za-z]{2,}")
+_DIGITS = re.compile(r"\d(?:[ \-.]?\d){5,}")
+
+
+def _mask_long_token(match: re.Match[str]) -> str:
+    token = match.group(0)
+    digits = sum(c.isdigit() for c in token)
+    capitals = sum(c.isupper() for c in token)
+    looks_random = digits > 0 and (digits + capitals) / len(token) >= 0.3
+    return SECRET_MASK if looks_random else token
+
+
+# Cheap gates: the named and bearer patterns need one of these words, every token pattern needs a run of at
+# least ten token characters. Most free text passes neither gate, and skips the expensive patterns.
+_KEYWORDS = ("key", "secret", "token", "passw", "authoriz", "bearer")
+_TOKEN_RUN = re.compile(r"[A-Za-z0-9_\-+=]{10,}")
+_HAS_DIGIT = re.compile(r"\d")
+
+
+def mask_secrets(text: str) -> str:
+    """``text`` with anything that looks like a credential replaced by ``[secret]``."""
+    if len(text) < 6:
+        return text
+    lowered = text.lower()
+    keyword = any(word in lowered for word in _KEYWORDS)
+    if keyword:
+        text = _SECRET_PATTERNS[0].sub(SECRET_MASK, text)  # bearer tokens first: "Authorization: Bearer x"
+    if _TOKEN_RUN.search(text):
+        for pattern in _SECRET_PATTERNS[1:]:
+            text = pattern.sub(SECRET_MASK, text)
+        text = _LONG_TOKEN.sub(_mask_long_token, text)
+    if keyword:
+        text = _NAMED_SECRET.sub(lambda m: m.group(1) + SECRET_MASK, text)
+    return text
+
+
+def preview(text: str, limit: int = PREVIEW_CHARS) -> str:
+    """The first ``limit`` characters of ``text`` on one line, with credentials, e-mails and numbers masked."""
+    window = mask_secrets(text[:_PREVIEW_WINDOW])
+    if "@" in window:
+        window = _EMAIL.sub(EMAIL_MASK, window)
+    if _HAS_DIGIT.search(window):
+        window = _DIGITS.sub(DIGITS_MASK, window)
+    window = " ".join(window.split())
+    if len(window) > limit or len(text) > _PREVIEW_WINDOW:
+        return window[: limit - 1].rstrip() + "…"
+    return window
+
+
+def sha256_hex(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def cap_bytes(text: str, max_bytes: int) -> str:
+    """``text`` cut to at most ``max_bytes`` UTF-8 bytes, never inside a character."""
+    raw = text.encode("utf-8", "surrogatepass")
+    if len(raw) <= max_bytes:
+        return text
+    return raw[:max_bytes].decode("utf-8", "ignore")
+
+
+def redact_bodies(event: dict[str, Any], *, store_bodies: bool, max_bytes: int) -> dict[str, Any]:
+    """Replace ``prompt_text``/``output_text`` by hash and preview (and the capped body when allowed).
+
+    Changes ``event`` in place and returns it. Already-redacted events pass through unchanged, apart from
+    the body being dropped again when bodies are not to be stored.
+    """
+    for part in ("prompt", "output"):
+        text = event.pop(f"{part}_text", None)
+        if not isinstance(text, str):
+            continue
+        if not event.get(f"{part}_hash"):
+            event[f"{part}_hash"] = sha256_hex(text)
+        if not event.get(f"{part}_preview"):
+            event[f"{part}_preview"] = preview(text)
+        if store_bodies and text:
+            event[f"{part}_text"] = cap_bytes(mask_secrets(text), max_bytes)
+    return event

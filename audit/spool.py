@@ -1,0 +1,196 @@
+"""The publisher's on-disk spool: event batches that could not be delivered yet.
+
+Each process appends to its own file (``audit-<host>-<pid>-<ns>-<n>.jsonl``, one JSON list of events per
+line, fsync'd before ``append`` returns) and holds an exclusive ``flock`` on it while it is the active file.
+Files rotate at ``max_file_bytes``. A file nobody holds is replayable: its writer rotated it away or died (a
+lock dies with its process, even on SIGKILL), so any gateway process sharing the directory - the same one
+after a restart, or a sibling worker - picks it up, under the same lock, so two never replay one file.
+
+Replaying sends the file's batches in order and deletes the file; batches still unsent when delivery fails
+again are first appended to the replaying process's own file. A crash in between can only send a batch
+twice, which the worker's unique ``request_id`` makes harmless; no path deletes an unsent batch.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import itertools
+import json
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, BinaryIO
+
+log = logging.getLogger("gomodel.audit")
+
+Batch = list[dict[str, Any]]
+DEFAULT_MAX_FILE_BYTES = 8 * 1024 * 1024
+
+
+class Spool:
+    """Append-only, fsync'd JSON-lines files of event batches under ``directory``."""
+
+    def __init__(self, directory: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES) -> None:
+        self.directory = Path(directory)
+        self.max_file_bytes = max_file_bytes
+        self._lock = threading.Lock()
+        self._active: BinaryIO | None = None
+        self._active_path: Path | None = None
+        self._counter = itertools.count(1)
+        self._host = "".join(c if c.isalnum() or c in "-_" else "_" for c in socket.gethostname())[:40]
+
+    # -- writing -------------------------------------------------------------------------------------
+
+    def append(self, batch: Batch) -> None:
+        """Write one batch durably (fsync'd) to this process's active file."""
+        line = json.dumps(batch, ensure_ascii=False, separators=(",", ":"), default=str).encode() + b"\n"
+        self.append_lines([line])
+
+    def append_lines(self, lines: list[bytes]) -> None:
+        """Write already-encoded batch lines durably; each must end with a newline."""
+        if not lines:
+            return
+        with self._lock:
+            handle = self._open_active()
+            handle.write(b"".join(lines))
+            handle.flush()
+            os.fsync(handle.fileno())
+            if handle.tell() >= self.max_file_bytes:
+                self._close_active()
+
+    def _open_active(self) -> BinaryIO:
+        if self._active is not None:
+            return self._active
+        self.directory.mkdir(parents=True, exist_ok=True)
+        name = f"audit-{self._host}-{os.getpid()}-{time.time_ns()}-{next(self._counter)}.jsonl"
+        path = self.directory / name
+        handle = open(path, "ab")  # noqa: SIM115 - kept open as the active file until rotated
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        _fsync_directory(self.directory)
+        self._active, self._active_path = handle, path
+        return handle
+
+    def _close_active(self) -> None:
+        if self._active is not None:
+            self._active.close()  # releases the lock: the file becomes replayable
+        self._active, self._active_path = None, None
+
+    def rotate(self) -> None:
+        """Close the active file, so it can be replayed."""
+        with self._lock:
+            self._close_active()
+
+    def close(self) -> None:
+        self.rotate()
+
+    # -- reading -------------------------------------------------------------------------------------
+
+    def files(self) -> list[Path]:
+        """Spool files in the directory, oldest first (including ones other processes hold)."""
+        try:
+            return sorted(self.directory.glob("audit-*.jsonl"), key=_age_key)
+        except OSError:
+            return []
+
+    def has_pending(self) -> bool:
+        return bool(self.files())
+
+    def pending_bytes(self) -> int:
+        total = 0
+        for path in self.files():
+            try:
+                total += path.stat().st_size
+            except OSError:
+                continue
+        return total
+
+    def replay_one(self, send: Callable[[Batch], bool]) -> str:
+        """Replay the oldest spool file nobody holds.
+
+        ``send`` delivers one batch and returns False when delivery failed. Returns ``"empty"`` when there
+        was nothing to replay, ``"sent"`` when a file was delivered and deleted, ``"failed"`` when delivery
+        failed (the unsent rest is kept on disk).
+        """
+        with self._lock:
+            if self._active is not None and self._active.tell() > 0:
+                self._close_active()
+        for path in self.files():
+            handle = _claim(path)
+            if handle is None:
+                continue
+            with handle:
+                return self._replay_claimed(path, handle, send)
+        return "empty"
+
+    def _replay_claimed(self, path: Path, handle: BinaryIO, send: Callable[[Batch], bool]) -> str:
+        lines = handle.read().splitlines(keepends=True)
+        result = "sent"
+        changed = False  # whether the file can no longer be left as it was
+        for number, line in enumerate(lines):
+            if not line.endswith(b"\n"):
+                # A torn final line: its writer died while writing it, before the batch was durable or
+                # reported as spooled. Nothing follows it.
+                log.error("audit spool %s: discarding a torn last line (%d bytes)", path.name, len(line))
+                break
+            try:
+                batch = json.loads(line)
+            except ValueError:
+                log.error("audit spool %s: line %d is not JSON; kept in %s.bad", path.name, number + 1, path.name)
+                _keep_bad_line(path, line)
+                changed = True
+                continue
+            if not isinstance(batch, list):
+                batch = [batch]
+            if send(batch):
+                changed = True
+                continue
+            if not changed:
+                return "failed"  # nothing was sent: leave the file as it is for the next replay
+            self.append_lines([raw for raw in lines[number:] if raw.endswith(b"\n")])
+            result = "failed"
+            break
+        path.unlink(missing_ok=True)
+        return result
+
+
+def _claim(path: Path) -> BinaryIO | None:
+    """The file opened and exclusively locked, or None when another process holds it or it is gone."""
+    try:
+        handle = open(path, "rb")  # noqa: SIM115 - returned to the caller, who closes it
+    except FileNotFoundError:
+        return None
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        return None
+    if os.fstat(handle.fileno()).st_nlink == 0:  # replayed and deleted by another process meanwhile
+        handle.close()
+        return None
+    return handle
+
+
+def _keep_bad_line(path: Path, line: bytes) -> None:
+    with open(path.with_name(path.name + ".bad"), "ab") as bad:
+        bad.write(line)
+        bad.flush()
+        os.fsync(bad.fileno())
+
+
+def _age_key(path: Path) -> tuple[float, str]:
+    try:
+        return (path.stat().st_mtime, path.name)
+    except OSError:
+        return (0.0, path.name)
+
+
+def _fsync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,259 @@
+"""The publisher thread: batching by count and time, redaction, spooling, replay, overflow, shutdown.
+
+The sink is the publisher's own seam (audit.publisher.Sink); a recording sink stands in for the broker
+here. The real broker, worker and database are in test_delivery_faults.py.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from audit.publisher import Publisher
+from audit.sinks import DeliveryError
+from audit.spool import Spool
+from tests.audit.events import make_event
+
+WAIT = 5.0  # generous upper bound for the background thread to act
+
+
+class RecordingSink:
+    """Records delivered batches; ``down`` makes every call fail like an unreachable broker."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[dict[str, Any]]] = []
+        self.down = False
+        self.probes = 0
+        self.lock = threading.Lock()
+
+    def send(self, batch: list[dict[str, Any]]) -> None:
+        if self.down:
+            raise DeliveryError("broker down")
+        with self.lock:
+            self.batches.append(batch)
+
+    def probe(self) -> None:
+        self.probes += 1
+        if self.down:
+            raise DeliveryError("broker down")
+
+    def close(self) -> None:
+        pass
+
+    def ids(self) -> list[str]:
+        with self.lock:
+            return [e["request_id"] for b in self.batches for e in b]
+
+
+def make_publisher(spool_dir: Path, sink: RecordingSink, **overrides: Any) -> Publisher:
+    options: dict[str, Any] = {
+        "batch_size": 10, "batch_seconds": 0.2, "max_buffer": 1000, "store_bodies": False, "body_max_bytes": 1024,
+    }
+    options.update(overrides)
+    return Publisher(sink_factory=lambda: sink, spool=Spool(spool_dir), **options)
+
+
+def wait_until(condition: Any, timeout: float = WAIT) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.01)
+    return condition()
+
+
+def spooled_ids(spool_dir: Path) -> list[str]:
+    ids = []
+    for path in sorted(spool_dir.glob("audit-*.jsonl")):
+        for line in path.read_bytes().splitlines():
+            ids += [e["request_id"] for e in json.loads(line)]
+    return ids
+
+
+def test_it_sends_full_batches_at_once_and_the_rest_after_the_batch_time(tmp_path: Path) -> None:
+    sink = RecordingSink()
+    publisher = make_publisher(tmp_path, sink, batch_seconds=1.0)
+    started = time.monotonic()
+    for i in range(25):
+        publisher.publish(make_event(f"r{i}"))
+    assert wait_until(lambda: len(sink.batches) >= 2)
+    assert [len(b) for b in sink.batches[:2]] == [10, 10]
+    assert time.monotonic() - started < 0.9, "full batches must not wait for the batch time"
+    assert wait_until(lambda: len(sink.ids()) == 25)
+    assert time.monotonic() - started >= 0.2  # the partial batch waited for its time (1 s, within tolerance)
+    assert sorted(sink.ids()) == sorted(f"r{i}" for i in range(25))
+    publisher.shutdown(2)
+
+
+def test_it_redacts_before_the_event_reaches_the_sink(tmp_path: Path) -> None:
+    sink = RecordingSink()
+    publisher = make_publisher(tmp_path, sink, batch_size=1)
+    publisher.publish(make_event("r1", prompt_text="mail bob@example.com now", output_text="secret answer"))
+    assert wait_until(lambda: sink.ids() == ["r1"])
+    delivered = sink.batches[0][0]
+    assert "prompt_text" not in delivered and "output_text" not in delivered
+    assert "bob@example.com" not in json.dumps(delivered)
+    assert len(delivered["prompt_hash"]) == 64
+    publisher.shutdown(2)
+
+
+def test_it_spools_while_the_sink_is_down_and_replays_once_it_answers(tmp_path: Path) -> None:
+    sink = RecordingSink()
+    sink.down = True
+    publisher = make_publisher(tmp_path, sink)
+    for i in range(35):
+        publisher.publish(make_event(f"r{i}"))
+    assert wait_until(lambda: len(spooled_ids(tmp_path)) == 35)
+    assert sink.ids() == []
+    assert not publisher.healthy
+    sink.down = False
+    # Probes back off (1 s, 2 s, 4 s...); the file goes once all its batches were sent.
+    assert wait_until(lambda: len(sink.ids()) == 35 and not spooled_ids(tmp_path), timeout=20)
+    assert sorted(sink.ids()) == sorted(f"r{i}" for i in range(35))
+    assert publisher.healthy
+    publisher.shutdown(2)
+
+
+def test_it_replays_what_a_previous_process_spooled_at_start_up(tmp_path: Path) -> None:
+    old = Spool(tmp_path)
+    old.append([make_event("crashed-1"), make_event("crashed-2")])
+    old.close()  # the writer is gone (a dead process's lock is released the same way)
+    sink = RecordingSink()
+    publisher = make_publisher(tmp_path, sink)
+    publisher.start()
+    assert wait_until(lambda: sorted(sink.ids()) == ["crashed-1", "crashed-2"]
+                      and not list(tmp_path.glob("audit-*.jsonl")))
+    publisher.shutdown(2)
+
+
+def test_it_does_not_replay_a_file_another_live_process_is_writing(tmp_path: Path) -> None:
+    other = Spool(tmp_path)
+    other.append([make_event("live-writer")])  # holds the flock on its active file
+    sink = RecordingSink()
+    publisher = make_publisher(tmp_path, sink)
+    publisher.start()
+    time.sleep(0.5)
+    assert sink.ids() == []
+    other.close()
+    publisher._replay_pending = True  # as the periodic scan would
+    publisher.request_flush()
+    assert wait_until(lambda: sink.ids() == ["live-writer"])
+    publisher.shutdown(2)
+
+
+def test_it_spools_instead_of_dropping_when_the_buffer_is_full(tmp_path: Path) -> None:
+    sink = RecordingSink()
+    gate = threading.Event()
+    original_send = sink.send
+
+    def slow_send(batch: list[dict[str, Any]]) -> None:
+        gate.wait(WAIT)
+        original_send(batch)
+
+    sink.send = slow_send  # type: ignore[method-assign]
+    publisher = make_publisher(tmp_path, sink, batch_size=10, max_buffer=50)
+    for i in range(200):
+        publisher.publish(make_event(f"r{i}"))
+    assert publisher.counters["overflows"] >= 1
+    gate.set()
+    assert publisher.shutdown(WAIT)
+    delivered_or_spooled = sink.ids() + spooled_ids(tmp_path)
+    assert sorted(delivered_or_spooled) == sorted(f"r{i}" for i in range(200))
+
+
+def test_shutdown_flushes_everything_in_memory(tmp_path: Path) -> None:
+    sink = RecordingSink()
+    publisher = make_publisher(tmp_path, sink, batch_seconds=60)
+    for i in range(7):
+        publisher.publish(make_event(f"r{i}"))
+    assert publisher.shutdown(WAIT)
+    assert sorted(sink.ids()) == sorted(f"r{i}" for i in range(7))
+
+
+def test_shutdown_spools_when_the_sink_is_down(tmp_path: Path) -> None:
+    sink = RecordingSink()
+    sink.down = True
+    publisher = make_publisher(tmp_path, sink, batch_seconds=60)
+    for i in range(7):
+        publisher.publish(make_event(f"r{i}"))
+    assert publisher.shutdown(WAIT)
+    assert sorted(spooled_ids(tmp_path)) == sorted(f"r{i}" for i in range(7))
+
+
+def test_a_spool_keeps_the_unsent_rest_when_delivery_fails_midway(tmp_path: Path) -> None:
+    writer = Spool(tmp_path)
+    for n in range(3):
+        writer.append([make_event(f"b{n}")])
+    writer.close()
+    sent: list[str] = []
+
+    def send_two(batch: list[dict[str, Any]]) -> bool:
+        if len(sent) == 2:
+            return False
+        sent.append(batch[0]["request_id"])
+        return True
+
+    replayer = Spool(tmp_path)
+    assert replayer.replay_one(send_two) == "failed"
+    replayer.close()
+    assert sent == ["b0", "b1"]
+    assert spooled_ids(tmp_path) == ["b2"]
+
+
+def test_a_torn_last_line_is_dropped_and_the_rest_replayed(tmp_path: Path) -> None:
+    writer = Spool(tmp_path)
+    writer.append([make_event("whole")])
+    writer.close()
+    path = next(tmp_path.glob("audit-*.jsonl"))
+    with open(path, "ab") as handle:
+        handle.write(b'[{"request_id": "torn"')
+    got: list[str] = []
+    assert Spool(tmp_path).replay_one(lambda b: got.extend(e["request_id"] for e in b) or True) == "sent"
+    assert got == ["whole"]
+
+
+@pytest.mark.parametrize("count", [1, 3])
+def test_spool_file_names_are_unique_per_process_and_file(tmp_path: Path, count: int) -> None:
+    spools = [Spool(tmp_path, max_file_bytes=1) for _ in range(count)]
+    for spool in spools:
+        spool.append([make_event()])
+        spool.append([make_event()])
+    names = [p.name for p in tmp_path.glob("audit-*.jsonl")]
+    assert len(names) == 2 * count == len(set(names))
+
+
+def test_sigterm_flushes_and_then_runs_the_servers_own_handler(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from audit import publisher as module
+
+    sink = RecordingSink()
+    publisher = make_publisher(tmp_path, sink, batch_seconds=60)
+    calls: list[int] = []
+    monkeypatch.setattr(module, "_publisher", publisher)
+    monkeypatch.setattr(module, "_previous_sigterm", lambda signum, frame: calls.append(signum))
+    publisher.publish(make_event("in-memory"))
+    module._on_sigterm(15, None)
+    assert calls == [15]  # the server's graceful stop proceeds
+    assert wait_until(lambda: sink.ids() == ["in-memory"])  # and the buffer was sent without waiting 60 s
+    publisher.shutdown(2)
+
+
+def test_it_keeps_events_in_memory_when_neither_sink_nor_disk_accepts_them(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")
+    sink = RecordingSink()
+    sink.down = True
+    publisher = make_publisher(blocker / "spool", sink, max_buffer=20)
+    for i in range(60):
+        publisher.publish(make_event(f"r{i}"))
+    time.sleep(0.5)
+    assert sink.ids() == []
+    sink.down = False
+    assert wait_until(lambda: len(sink.ids()) == 60, timeout=20)
+    assert sorted(sink.ids()) == sorted(f"r{i}" for i in range(60))
+    publisher.shutdown(2)

@@ -1,0 +1,111 @@
+"""Redaction and validation of audit events before they leave the gateway's memory."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from audit.event import prepare_event
+from audit.redact import cap_bytes, mask_secrets, preview, sha256_hex
+from tests.audit.events import make_event
+
+PROMPT = "Contact alice@example.com or call 0049 170 1234567; key sk-proj-abcdefghijklmnop1234 please"
+
+
+def test_it_replaces_bodies_by_hash_and_redacted_preview_by_default() -> None:
+    event = prepare_event(make_event(prompt_text=PROMPT, output_text="ok"), store_bodies=False, max_bytes=100)
+    assert "prompt_text" not in event and "output_text" not in event
+    assert event["prompt_hash"] == sha256_hex(PROMPT)
+    assert event["output_hash"] == sha256_hex("ok")
+    assert "alice@example.com" not in event["prompt_preview"]
+    assert "1234567" not in event["prompt_preview"]
+    assert "sk-proj" not in event["prompt_preview"]
+    assert event["prompt_preview"].startswith("Contact [email] or call [digits]")
+    assert PROMPT not in json.dumps(event)
+
+
+@pytest.mark.parametrize(
+    "text, leaked",
+    [
+        ("Authorization: Bearer abcdefghijklmnopqrstuvwx", "abcdefghijklmnopqrstuvwx"),
+        ("the key is sk-ant-api03-AbCdEfGhIjKlMnOp", "AbCdEfGhIjKlMnOp"),
+        ('{"api_key": "hunter2hunter2"}', "hunter2hunter2"),
+        ("aws AKIAIOSFODNN7EXAMPLE", "AKIAIOSFODNN7EXAMPLE"),
+        ("token=Zx9Q8w7E6r5T4y3U2i1O0pAsDfGhJkLl", "Zx9Q8w7E6r5T4y3U2i1O0pAsDfGhJkLl"),
+        ("raw 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", "9f86d081884c7d659a2feaa0c55ad015"),
+    ],
+)
+def test_it_masks_anything_that_looks_like_a_credential(text: str, leaked: str) -> None:
+    masked = mask_secrets(text)
+    assert leaked not in masked
+    assert "[secret]" in masked
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["model anthropic/claude-3-5-sonnet-20241022 not found", "meta-llama-3-1-405b-instruct-turbo-v2 overloaded",
+     "api_key: ${OPENAI_API_KEY}"],
+)
+def test_it_leaves_model_names_and_env_references_readable(text: str) -> None:
+    assert mask_secrets(text) == text
+
+
+def test_it_keeps_capped_bodies_with_credentials_masked_when_allowed() -> None:
+    body = "é" * 100 + " sk-abcdefghijklmnopqrstuvwxyz"
+    event = prepare_event(make_event(prompt_text=body, output_text="x" * 500), store_bodies=True, max_bytes=64)
+    assert len(event["prompt_text"].encode()) <= 64
+    assert event["prompt_text"] == "é" * 32
+    assert len(event["output_text"]) == 64
+    assert event["prompt_hash"] == sha256_hex(body)
+    masked = prepare_event(make_event(prompt_text="use sk-abcdefghijklmnopqrstuvwxyz"), store_bodies=True,
+                           max_bytes=1000)
+    assert masked["prompt_text"] == "use [secret]"
+
+
+def test_it_is_idempotent_so_the_worker_can_prepare_again() -> None:
+    once = prepare_event(make_event(prompt_text=PROMPT), store_bodies=False, max_bytes=100)
+    twice = prepare_event(json.loads(json.dumps(once)), store_bodies=False, max_bytes=100)
+    assert twice == once
+
+
+def test_it_masks_keys_echoed_in_error_messages_and_attempt_reasons() -> None:
+    raw = make_event(error_message="Incorrect API key provided: sk-abcdefghijklmnopqrstu1234")
+    raw["attempts"][0]["reason"] = "401 from upstream with Bearer abcdefghijklmnopqrs"
+    event = prepare_event(raw, store_bodies=False, max_bytes=10)
+    assert "sk-abc" not in event["error_message"]
+    assert "abcdefghijklmnopqrs" not in event["attempts"][0]["reason"]
+
+
+def test_it_coerces_malformed_fields_instead_of_failing() -> None:
+    raw = make_event(
+        status="500", latency_ms="fast", usage=None, tier="hard", key_id=True, stream="true",
+        attempts=[{"seq": 1}, {"seq": 1}, "junk"], selection={"candidates": "none"}, requested_model="m\x00odel",
+    )
+    event = prepare_event(raw, store_bodies=False, max_bytes=10)
+    assert event["status"] == 500
+    assert event["latency_ms"] == 0.0
+    assert event["usage"] == {"input_tokens": 0, "output_tokens": 0, "cached_input_tokens": 0, "reasoning_tokens": 0}
+    assert event["tier"] is None and event["key_id"] is None and event["stream"] is True
+    seqs = [a["seq"] for a in event["attempts"]]
+    assert seqs[0] == 1 and len(set(seqs)) == 3
+    assert event["selection"]["candidates"] == []
+    assert event["requested_model"] == "model"
+
+
+def test_it_derives_a_stable_request_id_when_the_event_has_none() -> None:
+    raw = make_event()
+    del raw["request_id"]
+    first = prepare_event(raw, store_bodies=False, max_bytes=10)
+    second = prepare_event(dict(raw), store_bodies=False, max_bytes=10)
+    assert first["request_id"].startswith("derived-")
+    assert first["request_id"] == second["request_id"]
+    junk = prepare_event(["not", "an", "event"], store_bodies=False, max_bytes=10)
+    assert junk["validation"] == "malformed_event" and junk["request_id"].startswith("derived-")
+
+
+def test_preview_is_short_and_single_line() -> None:
+    text = "line one\n\n   line two " + "word " * 100
+    shown = preview(text)
+    assert "\n" not in shown and len(shown) <= 80 and shown.endswith("…")
+    assert cap_bytes("abc", 10) == "abc"
