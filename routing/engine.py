@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
+from django.db import DatabaseError
 from django.http import HttpResponse, StreamingHttpResponse
 
-from routing import metrics
+from routing import idempotency_store, metrics
 from routing.attempt import (
     AttemptRecord,
     AttemptResult,
@@ -46,6 +47,8 @@ from routing.schemacheck import schema_problems, validate_instance
 from routing.state import state
 from routing.tiers import TierDecision, decide_tier
 from routing.validators_registry import resolve_validator
+
+MAX_REPLAY_BYTES = 1024 * 1024  # a streamed answer larger than this is not kept for idempotent repeats
 
 
 @dataclass
@@ -90,6 +93,7 @@ class Journey:
     answer: Answer | None = None
     deadline_ms: int | None = None
     operation_id: str | None = None
+    replay_blob: bytes | None = None  # what a repeat of this idempotent request gets back
 
     def headers(self, request_id: str) -> dict[str, str]:
         out = {"X-Request-Id": request_id}
@@ -169,7 +173,7 @@ async def _route(call: Call, journey: Journey) -> HttpResponse | StreamingHttpRe
     idempotency_key = call.headers.get("idempotency-key", "").strip()
     if idempotency_key:
         journey.operation_id = operation_id(idempotency_key, call.key_scope)
-        replay = _idempotency_begin(call, journey, deadline)
+        replay = await _idempotency_begin(call, journey, deadline)
         if replay is not None:
             return replay
 
@@ -179,14 +183,15 @@ async def _route(call: Call, journey: Journey) -> HttpResponse | StreamingHttpRe
         _no_candidates(plan, target)
     try:
         response = await _attempts(call, journey, plan, contract, deadline)
-    except GatewayError:
+    except BaseException:
         if journey.operation_id:
-            now = time.monotonic()
-            if journey.error_class == ErrorClass.AMBIGUOUS:  # it may have run: never "nothing happened"
-                state.idempotency.mark_unknown(journey.operation_id, owner=call.request_id, now=now)
-            else:
-                state.idempotency.fail(journey.operation_id, owner=call.request_id, now=now)
+            # An ambiguous attempt may have run: never record "nothing happened" for it.
+            outcome = "unknown" if journey.error_class == ErrorClass.AMBIGUOUS else "failed"
+            await idempotency_store.finish(journey.operation_id, owner=call.request_id, outcome=outcome)
         raise
+    if journey.operation_id and journey.replay_blob is not None:
+        await idempotency_store.finish(journey.operation_id, owner=call.request_id, outcome="completed",
+                                       answer=journey.replay_blob)
     return response
 
 
@@ -204,14 +209,19 @@ def _deadline(call: Call, contract: EffectiveContract) -> Deadline:
         raise GatewayError(400, str(exc), param="X-GoModel-Deadline-Ms", error_class="permanent") from None
 
 
-def _idempotency_begin(call: Call, journey: Journey, deadline: Deadline) -> HttpResponse | None:
+async def _idempotency_begin(call: Call, journey: Journey, deadline: Deadline) -> HttpResponse | None:
     from routing.core.ledger import canonical_json, request_fingerprint
 
     assert journey.operation_id is not None
     fingerprint = request_fingerprint(canonical_json({"path": call.inbound, "body": call.body}))
-    now = time.monotonic()
-    decision = state.idempotency.begin(journey.operation_id, fingerprint=fingerprint, owner=call.request_id,
-                                       now=now, lease_s=deadline.remaining(now) + 30.0)
+    remaining = deadline.remaining(time.monotonic())
+    try:
+        decision = await idempotency_store.begin(journey.operation_id, fingerprint=fingerprint,
+                                                 owner=call.request_id, lease_s=remaining + 30.0)
+    except DatabaseError:
+        raise GatewayError(503, "Idempotency-Key requests need the database, which is not reachable; retry "
+                                "later or send the request without the header.", code="idempotency_unavailable",
+                           headers={"Retry-After": "5"}, error_class="transient") from None
     if decision.kind == "proceed":
         return None
     if decision.kind == "replay" and decision.entry is not None and decision.entry.answer is not None:
@@ -221,7 +231,9 @@ def _idempotency_begin(call: Call, journey: Journey, deadline: Deadline) -> Http
             response[name] = value
         response["X-Request-Id"] = call.request_id
         response["X-GoModel-Idempotent-Replay"] = "true"
+        journey.operation_id = None  # this request only replays; it owns nothing
         return response
+    journey.operation_id = None
     if decision.kind == "mismatch":
         raise GatewayError(422, "This Idempotency-Key was already used for a different request.",
                            code="idempotency_key_reused", param="Idempotency-Key", error_class="permanent")
@@ -231,6 +243,12 @@ def _idempotency_begin(call: Call, journey: Journey, deadline: Deadline) -> Http
                            code="idempotency_outcome_unknown", error_class="permanent")
     raise GatewayError(409, "A request with this Idempotency-Key is still in progress.",
                        code="idempotency_key_in_use", headers={"Retry-After": "1"}, error_class="permanent")
+
+
+def stored_answer(body: bytes, content_type: str, headers: Mapping[str, str]) -> bytes:
+    """What a repeat of an idempotent request gets back: the body and the decision headers."""
+    return json.dumps({"body": body.decode(), "content_type": content_type,
+                       "headers": {k: v for k, v in headers.items() if k != "X-Request-Id"}}).encode()
 
 
 async def _plan(call: Call, journey: Journey, target: str, contract: EffectiveContract) -> Plan:
@@ -484,10 +502,7 @@ def _json_response(
     for name, value in headers.items():
         response[name] = value
     if journey.operation_id:
-        stored = json.dumps({"body": body.decode(), "content_type": "application/json",
-                             "headers": {k: v for k, v in headers.items() if k != "X-Request-Id"}})
-        state.idempotency.complete(journey.operation_id, owner=call.request_id, answer=stored.encode(),
-                                   now=time.monotonic())
+        journey.replay_blob = stored_answer(body, "application/json", headers)
     _after_success(call, journey)
     _finish(call, journey)
     return response
@@ -531,18 +546,27 @@ def _stream_response(
     metrics.TTFT.labels(call.inbound).observe(live.ttfb_s)
     headers = journey.headers(call.request_id)
 
+    kept: list[bytes] = []  # the stream as sent, for a repeat of an idempotent request (capped)
+    kept_size = [0]
+
+    def remember(frame: bytes) -> bytes:
+        if journey.operation_id and kept_size[0] + len(frame) <= MAX_REPLAY_BYTES:
+            kept.append(frame)
+            kept_size[0] += len(frame)
+        return frame
+
     async def frames() -> AsyncIterator[bytes]:
         translator = live.translator
         outcome: AttemptOutcome | None = None
         try:
             for frame in live.first_frames:
-                yield frame
+                yield remember(frame)
             try:
                 async for chunk in live.chunks:
                     for frame in translator.feed(chunk):
-                        yield frame
+                        yield remember(frame)
                 for frame in translator.finish():
-                    yield frame
+                    yield remember(frame)
                 if not translator.complete:
                     failure = translator.failure
                     reason = "stream_cut" if failure is None else "server_error"
@@ -551,7 +575,7 @@ def _stream_response(
                                                      ErrorClass.TRANSIENT, reason,
                                                      latency_s=time.monotonic() - live.started)
                     for frame in translator.error_frames("api_error", message):
-                        yield frame
+                        yield remember(frame)
             except Exception as exc:
                 from routing import upstream
                 from routing.providers import MalformedResponse
@@ -565,7 +589,7 @@ def _stream_response(
                 else:
                     raise
                 for frame in translator.error_frames("api_error", "The upstream stream failed mid-way."):
-                    yield frame
+                    yield remember(frame)
         except (asyncio.CancelledError, GeneratorExit):
             outcome = AttemptOutcome.failure(ErrorClass.AMBIGUOUS, "client_disconnected",
                                              latency_s=time.monotonic() - live.started)
@@ -585,6 +609,7 @@ def _stream_response(
                 record.validation = journey.validation = "accepted" if verdict.ok else f"rejected:{verdict.reason}"
                 outcome = AttemptOutcome.success(now - live.started)
             else:
+                record.action = "gave_up"  # bytes already reached the client: nothing may replace them
                 if outcome.reason != "client_disconnected":
                     health.record(outcome, now)
                 journey.error_class = str(outcome.error_class)
@@ -595,6 +620,12 @@ def _stream_response(
             if outcome.ok:
                 _after_success(call, journey)
             _finish(call, journey)
+            if journey.operation_id:
+                # Bytes reached the client: anything short of a complete stream is an unknown outcome.
+                complete = outcome.ok and kept_size[0] < MAX_REPLAY_BYTES
+                blob = stored_answer(b"".join(kept), "text/event-stream", headers) if complete else None
+                await idempotency_store.finish(journey.operation_id, owner=call.request_id,
+                                               outcome="completed" if complete else "unknown", answer=blob)
 
     response = StreamingHttpResponse(frames(), content_type="text/event-stream", status=200)
     response["Cache-Control"] = "no-cache"

@@ -29,7 +29,7 @@ def target_rows(source: str) -> list[dict[str, object]]:
     heaviest = max(live, default=0.0) or 1.0
     rows = []
     for target, candidate, weight in zip(virtual.targets, candidates, live, strict=True):
-        health = state.health.get(target.name)
+        health = candidate.health
         until = health.cooldown_until
         rows.append({
             "target": target.name,
@@ -48,7 +48,7 @@ def target_rows(source: str) -> list[dict[str, object]]:
 def render_live_state(source: str) -> SafeString:
     rows = target_rows(source)
     if not rows:
-        return format_html("<p>No live state: the virtual model is not in the routing table of this process.</p>")
+        return format_html("<p>{}</p>", "No live state: the virtual model is not in the routing table of this process.")
     header = format_html(
         "<p>Read from worker process {} (each worker keeps its own health statistics); refresh to update.</p>",
         os.getpid(),

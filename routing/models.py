@@ -408,3 +408,26 @@ class ToolExecution(models.Model):
 
     def __str__(self) -> str:
         return f"{self.execution_key} ({self.state})"
+
+
+class IdempotentOperation(models.Model):
+    """A request made with an Idempotency-Key: in flight, completed (with its answer) or unknown.
+
+    Kept in the database so that a repeat reaching another worker process, or arriving after a restart,
+    still finds the first answer. Only requests that carry the header ever touch this table.
+    """
+
+    operation_id = models.CharField(max_length=80, unique=True)
+    fingerprint = models.CharField(max_length=64)
+    state = models.CharField(max_length=12)
+    owner = models.CharField(max_length=64)
+    lease_until = models.FloatField()
+    expires_at = models.FloatField(db_index=True)
+    answer = models.BinaryField(null=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "idempotent operation"
+
+    def __str__(self) -> str:
+        return f"{self.operation_id} ({self.state})"

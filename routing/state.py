@@ -13,8 +13,6 @@ from dataclasses import dataclass, field
 from django.conf import settings
 
 from routing.core.health import HealthConfig, HealthRegistry
-from routing.core.idempotency import IdempotencyTable
-from routing.core.ledger import ToolLedger
 from routing.core.retry import RetryBudget, RetryPolicy
 from routing.core.selector import RoundRobinState, SelectorConfig
 from routing.core.sessions import TtlLruStore
@@ -30,8 +28,6 @@ class GatewayState:
     round_robin: dict[str, RoundRobinState] = field(default_factory=dict)
     warm: TtlLruStore[str, str] = field(default_factory=lambda: TtlLruStore(MAX_WARM_SESSIONS))
     retry_budget: RetryBudget = field(default_factory=lambda: RetryBudget(ratio=settings.GOMODEL_RETRY_BUDGET))
-    idempotency: IdempotencyTable = field(default_factory=IdempotencyTable)
-    ledger: ToolLedger = field(default_factory=ToolLedger)
     rng: random.Random = field(default_factory=random.Random)
     selector_config: SelectorConfig = field(default_factory=SelectorConfig)
     retry_policy: RetryPolicy = field(default_factory=lambda: RetryPolicy(
@@ -82,8 +78,6 @@ class GatewayState:
         self.round_robin.clear()
         self.warm = TtlLruStore(MAX_WARM_SESSIONS)
         self.retry_budget = RetryBudget(ratio=settings.GOMODEL_RETRY_BUDGET)
-        self.idempotency = IdempotencyTable()
-        self.ledger = ToolLedger()
 
 
 state = GatewayState()

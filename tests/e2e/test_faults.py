@@ -13,8 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
+import psycopg
 import pytest
 import yaml
+from psycopg.rows import dict_row
 
 from routing.simulator.server import SimulatorServer
 from tests.e2e.conftest import SIM_KEY, fresh_database
@@ -78,7 +80,31 @@ def _gateway(tmp_path_factory: pytest.TempPathFactory, sim: SimulatorServer, tag
         env = {"DATABASE_URL": url, "GOMODEL_CONFIG": str(path), "E2E_SIM_KEY": SIM_KEY,
                "PRO_ROUTING_COOLDOWN_BASE": "1s", "PRO_ROUTING_COOLDOWN_MAX": "4s", "CELERY_BROKER_URL": "", **env}
         with run_gateway(Path(tmp), env) as gateway:
+            gateway.database_url = url  # type: ignore[attr-defined]
             yield gateway
+
+
+def audit_of(gateway: Gateway, response: httpx2.Response, timeout: float = 10.0) -> dict[str, Any]:
+    """The audit revision of a response's request, with its attempts in order (written asynchronously)."""
+    request_id = response.headers["x-request-id"]
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(gateway.database_url.replace("postgres://", "postgresql://"),  # type: ignore[attr-defined]
+                         row_factory=dict_row) as conn:
+        while True:
+            revision = conn.execute("SELECT * FROM audit_auditrevision WHERE request_id = %s",
+                                    (request_id,)).fetchone()
+            if revision is not None:
+                revision["attempts"] = conn.execute(
+                    "SELECT * FROM audit_attemptrecord WHERE revision_id = %s ORDER BY seq", (revision["id"],)
+                ).fetchall()
+                return revision
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no audit revision for {request_id}")
+            time.sleep(0.1)
+
+
+def attempts_of(revision: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    return [(a["target"], a["reason"], a["action"], a["validation"]) for a in revision["attempts"]]
 
 
 @pytest.fixture(scope="module")
@@ -126,7 +152,10 @@ def test_it_falls_back_when_the_primary_times_out_within_the_deadline(fault_gate
     sim.set_fault("to-a", {"kind": "timeout", "seconds": 30})
     response, took = chat(fault_gateway, "to-pool", headers={"X-GoModel-Deadline-Ms": "4000"})
     assert served_by(response) == (200, "to-b", 2)
-    assert took < 4.0 + 0.5  # never past the deadline by more than the stated margin
+    assert took < 4.0 + 0.5
+    revision = audit_of(fault_gateway, response)
+    assert attempts_of(revision) == [("to-a", "timeout", "fallback", "not_run"), ("to-b", "ok", "accepted", "accepted")]
+    assert revision["status"] == 200 and revision["deadline_ms"] == 4000 and revision["fell_back"]  # never past the deadline by more than the stated margin
 
 
 def test_it_answers_504_when_the_deadline_runs_out(fault_gateway: Gateway, sim) -> None:  # type: ignore[no-untyped-def]
@@ -146,6 +175,7 @@ def test_it_falls_back_on_429_and_cools_the_target(fault_gateway: Gateway, sim, 
     sim.set_fault(f"{pair}-a", {"kind": "rate_limit", "retry_after": retry_after, "times": 1})
     response, _ = chat(fault_gateway, f"{pair}-pool")
     assert served_by(response) == (200, f"{pair}-b", 2)
+    assert attempts_of(audit_of(fault_gateway, response))[0][:3] == (f"{pair}-a", "rate_limited", "fallback")
     # The 429 cooled the primary: the next request does not try it, though the fault is gone.
     before = count(sim, f"{pair}-a")
     response, _ = chat(fault_gateway, f"{pair}-pool")
@@ -167,6 +197,9 @@ def test_it_refuses_a_malformed_answer_and_falls_back(fault_gateway: Gateway, si
     sim.set_fault("mj-a", {"kind": "malformed_json", "times": 1})
     response, _ = chat(fault_gateway, "mj-pool")
     assert served_by(response) == (200, "mj-b", 2)
+    revision = audit_of(fault_gateway, response)
+    assert attempts_of(revision)[0] == ("mj-a", "malformed", "fallback", "rejected:malformed")
+    assert revision["attempts"][0]["error_class"] == "invalid_response"
     assert response.json()["choices"][0]["message"]["content"]
 
 
@@ -174,6 +207,9 @@ def test_it_falls_back_on_context_overflow_without_cooling_the_target(fault_gate
     sim.set_fault("co-a", {"kind": "context_overflow", "times": 1})
     response, _ = chat(fault_gateway, "co-pool")
     assert served_by(response) == (200, "co-b", 2)
+    revision = audit_of(fault_gateway, response)
+    assert revision["attempts"][0]["error_class"] == "incompatible"
+    assert revision["attempts"][0]["reason"] == "context_overflow"
     response, _ = chat(fault_gateway, "co-pool")
     assert served_by(response) == (200, "co-a", 1)  # a request that does not fit says nothing about the target
 
@@ -194,6 +230,7 @@ def test_it_refuses_an_answer_that_breaks_the_schema(fault_gateway: Gateway, sim
     schema_format = {"type": "json_schema", "json_schema": {"name": "p", "schema": SCHEMA}}
     response, _ = chat(fault_gateway, "sv-pool", response_format=schema_format)
     assert served_by(response) == (200, "sv-b", 2)
+    assert attempts_of(audit_of(fault_gateway, response))[0] == ("sv-a", "schema", "fallback", "rejected:schema")
     assert "name" in json.loads(response.json()["choices"][0]["message"]["content"])
 
 
@@ -234,6 +271,9 @@ def test_a_stream_cut_after_the_first_byte_ends_with_an_error_event(fault_gatewa
     last = json.loads(lines[-1][6:])
     assert "error" in last  # a well-formed error event in OpenAI's stream format
     assert count(sim, "ca-b") == 0  # bytes reached the client: nothing may replace the stream
+    revision = audit_of(fault_gateway, r)
+    assert revision["error_class"] == "ambiguous" and revision["stream"]
+    assert attempts_of(revision) == [("ca-a", "stream_cut", "gave_up", "not_run")]
 
 
 def test_a_401_cools_the_target_for_the_maximum(fault_gateway: Gateway, sim) -> None:  # type: ignore[no-untyped-def]

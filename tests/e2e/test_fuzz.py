@@ -14,7 +14,7 @@ import httpx2
 import pytest
 import schemathesis
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from schemathesis.generation import GenerationMode
 
 from tests.gateway_process import Gateway
@@ -47,7 +47,7 @@ def test_no_input_gets_a_server_error(gateway: Gateway, path: str, method: str, 
     seen: list[int] = []
 
     @given(operation.as_strategy(generation_mode=mode))
-    @settings(max_examples=40, deadline=None, database=None,
+    @settings(max_examples=40, deadline=None, database=None, phases=[Phase.explicit, Phase.generate],
               suppress_health_check=list(HealthCheck))
     def fuzz(case: Any) -> None:
         response = case.call(base_url=gateway.base_url, timeout=30)

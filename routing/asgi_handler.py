@@ -1,0 +1,76 @@
+"""A Django ASGI handler for the proxy endpoints: no middleware and no thread hops.
+
+Django's own ASGIHandler sends ``request_started`` through ``sync_to_async`` (its receivers are sync) and
+closes every response through ``sync_to_async`` as well: two trips to a worker thread per request, on a path
+that never touches the database from the event loop. This handler keeps everything else Django does:
+body spooling, request creation, URL resolution, exception-to-response conversion and, importantly,
+cancelling the view when the client disconnects (which cancels the upstream request).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from django.core.handlers.asgi import ASGIHandler, get_script_prefix
+from django.core.handlers.exception import convert_exception_to_response
+from django.http.request import RawPostDataException  # noqa: F401  (re-exported for callers' except clauses)
+from django.urls import set_script_prefix
+
+from django.core.exceptions import RequestAborted
+
+
+class ProxyASGIHandler(ASGIHandler):
+    def load_middleware(self, is_async: bool = False) -> None:
+        self._view_middleware = []
+        self._template_response_middleware = []
+        self._exception_middleware = []
+        self._middleware_chain = convert_exception_to_response(self._get_response_async)
+
+    async def handle(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        try:
+            body_file = await self.read_body(receive)
+        except RequestAborted:
+            return
+        set_script_prefix(get_script_prefix(scope))
+        request, error_response = self.create_request(scope, body_file)
+        if request is None:
+            body_file.close()
+            await self.send_response(error_response, send)
+            error_response.close()
+            return
+
+        async def process_request() -> Any:
+            response = await self.run_get_response(request)
+            try:
+                await self.send_response(response, send)
+            except asyncio.CancelledError:
+                pass  # the client went away while the response was being sent
+            return response
+
+        tasks = [
+            asyncio.create_task(self.listen_for_disconnect(receive)),
+            asyncio.create_task(process_request()),
+        ]
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        for task in tasks:
+            if task.done():
+                try:
+                    task.result()
+                except RequestAborted:
+                    pass
+            else:
+                task.cancel()  # a disconnect cancels the view, and with it the upstream request
+                try:
+                    await task
+                except asyncio.CancelledError:
+                    pass
+        try:
+            response = tasks[1].result()
+        except asyncio.CancelledError:
+            pass
+        else:
+            # Closing runs request_finished receivers; on this path they find no database connection
+            # opened by the event loop's thread, so they are cheap and need no worker thread.
+            response.close()
+        body_file.close()
