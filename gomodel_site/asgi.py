@@ -15,24 +15,13 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gomodel_site.settings")
 django.setup(set_prefix=False)
 
 from django.core.handlers.asgi import ASGIHandler  # noqa: E402
-from django.core.handlers.exception import convert_exception_to_response  # noqa: E402
 
+from routing.asgi_handler import ProxyASGIHandler  # noqa: E402
 from routing.startup import start_gateway  # noqa: E402
 
 LEAN_PREFIXES = ("/v1/", "/health", "/metrics")
 
-
-class LeanASGIHandler(ASGIHandler):
-    """Django's ASGI handler with no middleware at all."""
-
-    def load_middleware(self, is_async: bool = False) -> None:
-        self._view_middleware = []
-        self._template_response_middleware = []
-        self._exception_middleware = []
-        self._middleware_chain = convert_exception_to_response(self._get_response_async)
-
-
-_lean = LeanASGIHandler()
+_lean = ProxyASGIHandler()
 _full = ASGIHandler()
 
 

@@ -12,12 +12,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from django.core.exceptions import RequestAborted
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix
 from django.core.handlers.exception import convert_exception_to_response
-from django.http.request import RawPostDataException  # noqa: F401  (re-exported for callers' except clauses)
 from django.urls import set_script_prefix
-
-from django.core.exceptions import RequestAborted
 
 
 class ProxyASGIHandler(ASGIHandler):
