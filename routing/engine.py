@@ -444,6 +444,9 @@ def _attempt_timeout(
 def _count_attempt(target: str, outcome: AttemptOutcome) -> None:
     word = "ok" if outcome.ok else outcome.reason
     metrics.ATTEMPTS.labels(target, word).inc()
+    estimate = state.health.get(target).latency_estimate_s
+    if estimate is not None:
+        metrics.ROUTING_LATENCY_ESTIMATE.labels(target).set(estimate)
     metrics.ROUTING_OUTCOMES.labels(target, outcome.result).inc()
     if outcome.error_class is ErrorClass.AMBIGUOUS:
         metrics.AMBIGUOUS.labels(target).inc()

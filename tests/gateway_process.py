@@ -48,7 +48,8 @@ class Gateway:
 
 @contextlib.contextmanager
 def run_gateway(
-    tmp_path: Path, env: Mapping[str, str] | None = None, *, port: int | None = None, server: str = "uvicorn"
+    tmp_path: Path, env: Mapping[str, str] | None = None, *, port: int | None = None, server: str = "uvicorn",
+    ready_timeout: float = 30.0, ready_path: str = "/health/ready",
 ) -> Iterator[Gateway]:
     """A gateway process on a free port; waits for /health and stops it afterwards."""
     port = port or free_port()
@@ -72,12 +73,12 @@ def run_gateway(
         process = subprocess.Popen(command, cwd=ROOT, env=full_env, stdout=log, stderr=subprocess.STDOUT)
     gateway = Gateway(port=port, process=process, log_path=log_path)
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + ready_timeout
         while True:
             if process.poll() is not None:
                 raise RuntimeError(f"the gateway exited with {process.returncode}:\n{gateway.log()}")
             try:
-                if httpx2.get(f"{gateway.base_url}/health/ready", timeout=1).status_code == 200:
+                if httpx2.get(f"{gateway.base_url}{ready_path}", timeout=1).status_code == 200:
                     break
             except httpx2.HTTPError:
                 pass

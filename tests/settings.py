@@ -4,8 +4,14 @@ Tests run against a real PostgreSQL (pytest-django creates ``test_gomodel`` besi
 """
 
 import os
+import tempfile
 
 os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/gomodel")
+os.environ.setdefault("AUDIT_SPOOL_DIR", tempfile.mkdtemp(prefix="gomodel-test-spool-"))
 os.environ.setdefault("GOMODEL_CONFIG_POLL_SECONDS", "0.2")
 
 from gomodel_site.settings import *  # noqa: E402,F403
+
+# The test process itself opens connections from helper threads (readiness probe, ledger); a pool would keep
+# them open and block the test database's teardown. Gateway subprocesses keep the production pool.
+DATABASES["default"]["OPTIONS"].pop("pool", None)  # noqa: F405

@@ -43,8 +43,9 @@ MODELS = {
     "shed-a": {}, "shed-b": {},
     "ses-a": {}, "ses-b": {},
     "st-a": {}, "st-b": {},
+    "wl-a": {}, "wl-b": {},
 }
-PAIRS = ["to", "rl", "rn", "se", "mj", "co", "tr", "sv", "ut", "ss", "cb", "ca", "au", "st"]
+PAIRS = ["to", "rl", "rn", "se", "mj", "co", "tr", "sv", "ut", "ss", "cb", "ca", "au", "st", "wl"]
 CAPS = ["text", "tools", "json_schema"]
 SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 TOOL = {"type": "function", "function": {"name": "lookup", "parameters": {
@@ -60,9 +61,11 @@ def config(sim_url: str) -> dict[str, Any]:
         {"source": "shed-pool", "strategy": "adaptive", "targets": ["shed-a", "shed-b"]},
         {"source": "ses-pool", "strategy": "adaptive", "targets": ["ses-a", "ses-b"]},
     ]
+    contracts = [{"workload": "extract", "structured_output": {"required": True, "schema": SCHEMA},
+                   "deadline_ms": 5000}]
     return {"providers": [{"name": "sim", "kind": "openai", "base_url": f"{sim_url}/v1",
                            "api_key": "${E2E_SIM_KEY}"}],
-            "models": models, "virtual_models": virtual}
+            "models": models, "virtual_models": virtual, "contracts": contracts}
 
 
 @pytest.fixture(scope="module")
@@ -152,10 +155,11 @@ def test_it_falls_back_when_the_primary_times_out_within_the_deadline(fault_gate
     sim.set_fault("to-a", {"kind": "timeout", "seconds": 30})
     response, took = chat(fault_gateway, "to-pool", headers={"X-GoModel-Deadline-Ms": "4000"})
     assert served_by(response) == (200, "to-b", 2)
-    assert took < 4.0 + 0.5
+    assert took < 4.0 + 0.5  # never past the deadline by more than the stated margin
     revision = audit_of(fault_gateway, response)
-    assert attempts_of(revision) == [("to-a", "timeout", "fallback", "not_run"), ("to-b", "ok", "accepted", "accepted")]
-    assert revision["status"] == 200 and revision["deadline_ms"] == 4000 and revision["fell_back"]  # never past the deadline by more than the stated margin
+    assert attempts_of(revision) == [("to-a", "timeout", "fallback", "not_run"),
+                                     ("to-b", "ok", "accepted", "accepted")]
+    assert revision["status"] == 200 and revision["deadline_ms"] == 4000 and revision["fell_back"]
 
 
 def test_it_answers_504_when_the_deadline_runs_out(fault_gateway: Gateway, sim) -> None:  # type: ignore[no-untyped-def]
@@ -337,3 +341,18 @@ def test_attempts_stay_within_the_retry_budget_when_everything_fails(budget_gate
     attempts = count(sim, "st-a") + count(sim, "st-b")
     # One attempt per request, plus retries/fallbacks within 20% of requests over the window (floor: 10).
     assert attempts <= requests + max(0.2 * requests, 10) + 1, attempts
+
+
+def test_a_workload_contract_is_enforced_on_every_answer(fault_gateway: Gateway, sim) -> None:  # type: ignore[no-untyped-def]
+    schema_format = {"type": "json_schema", "json_schema": {"name": "p", "schema": SCHEMA}}
+    sim.set_fault("wl-a", {"kind": "schema_violation", "times": 1})
+    response, _ = chat(fault_gateway, "wl-pool", headers={"X-GoModel-Workload": "extract"},
+                       response_format=schema_format)
+    assert served_by(response) == (200, "wl-b", 2)
+    revision = audit_of(fault_gateway, response)
+    assert revision["workload"] == "extract" and revision["deadline_ms"] == 5000
+    # A plain-text answer cannot meet a contract that requires structured output.
+    response, _ = chat(fault_gateway, "wl-pool", headers={"X-GoModel-Workload": "extract"})
+    assert response.status_code == 502
+    unknown, _ = chat(fault_gateway, "wl-pool", headers={"X-GoModel-Workload": "nope"})
+    assert unknown.status_code == 400 and unknown.json()["error"]["param"] == "X-GoModel-Workload"

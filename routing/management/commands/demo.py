@@ -101,7 +101,17 @@ class Command(BaseCommand):
         )
         if response.status_code != 200:
             raise CommandError(f"the demo request failed with {response.status_code}: {response.text[:300]}")
-        self.stdout.write(f"demo check passed: {response.headers.get('x-gomodel-target')} answered")
+        streamed = httpx2.post(
+            f"http://127.0.0.1:{port}/v1/chat/completions",
+            json={"model": "normal", "stream": True, "messages": [{"role": "user", "content": "Stream, please"}]},
+            timeout=30,
+        )
+        if streamed.status_code != 200 or not streamed.text.rstrip().endswith("data: [DONE]"):
+            raise CommandError(f"the demo stream failed with {streamed.status_code}: {streamed.text[-300:]}")
+        self.stdout.write(
+            f"demo check passed: {response.headers.get('x-gomodel-target')} answered, "
+            f"{streamed.headers.get('x-gomodel-target')} streamed"
+        )
 
     def _print_instructions(self, port: int, password: str) -> None:
         base = f"http://127.0.0.1:{port}"
