@@ -327,6 +327,7 @@ async def _attempts(
     last: AttemptResult | None = None
     translation_error: TranslationError | None = None
     deadline_exhausted = False
+    cooling_until: float | None = None
     while index < len(models):
         model = models[index]
         provider = table.providers[model.provider]
@@ -341,7 +342,9 @@ async def _attempts(
             index += 1
             continue
         admission = health.begin(now)
-        if admission == "refused":  # cooled down since the plan was made
+        if admission == "refused":  # cooling down (a concrete model has no alternative to skip to)
+            if health.cooldown_until is not None:
+                cooling_until = min(cooling_until or health.cooldown_until, health.cooldown_until)
             index += 1
             continue
         probe = admission == "probe"
@@ -414,6 +417,10 @@ async def _attempts(
     if last is None and translation_error is not None:
         raise GatewayError(translation_error.status, translation_error.message, param=translation_error.param,
                            code=translation_error.code, error_class="incompatible")
+    if last is None and cooling_until is not None and not deadline_exhausted:
+        wait = max(1, math.ceil(cooling_until - time.monotonic()))
+        raise GatewayError(503, f"`{journey.target_name}` is cooling down after upstream errors; retry in {wait}s.",
+                           code="all_targets_cooling", headers={"Retry-After": str(wait)}, error_class="transient")
     if last is None:
         metrics.DEADLINE_EXHAUSTED.inc()
         raise GatewayError(504, "The deadline ran out before any upstream attempt could be made.",

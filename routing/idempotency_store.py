@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import time
 
-from asgiref.sync import sync_to_async
 from django.db import IntegrityError, transaction
 
 from routing.core.idempotency import (
@@ -19,6 +18,7 @@ from routing.core.idempotency import (
     finish_operation,
 )
 from routing.core.ledger import LedgerConflict
+from routing.dbthread import in_db_thread
 from routing.models import IdempotentOperation
 
 TTL_S = 86_400.0
@@ -70,8 +70,8 @@ def _finish(operation_id: str, owner: str, outcome: str, answer: bytes | None) -
 
 
 async def begin(operation_id: str, *, fingerprint: str, owner: str, lease_s: float) -> BeginDecision:
-    return await sync_to_async(_begin, thread_sensitive=False)(operation_id, fingerprint, owner, lease_s)
+    return await in_db_thread(_begin)(operation_id, fingerprint, owner, lease_s)
 
 
 async def finish(operation_id: str, *, owner: str, outcome: str, answer: bytes | None = None) -> None:
-    await sync_to_async(_finish, thread_sensitive=False)(operation_id, owner, outcome, answer)
+    await in_db_thread(_finish)(operation_id, owner, outcome, answer)

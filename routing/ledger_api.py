@@ -16,8 +16,7 @@ import json
 import time
 from typing import Any
 
-from asgiref.sync import sync_to_async
-from django.db import IntegrityError, transaction
+from django.db import DatabaseError, IntegrityError, transaction
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 
 from routing import views
@@ -29,10 +28,13 @@ from routing.core.ledger import (
     claim_execution,
     settle_execution,
 )
+from routing.dbthread import in_db_thread
 from routing.errors import GatewayError
 from routing.models import ToolExecution
 
 LEDGER_TTL_S = 7 * 86_400.0
+_UNAVAILABLE = GatewayError(503, "The ledger's database is not reachable; nothing was recorded. Retry later.",
+                            code="ledger_unavailable", headers={"Retry-After": "5"})
 DEFAULT_LEASE_S = 300.0
 
 
@@ -127,23 +129,25 @@ async def ledger(request: HttpRequest, action: str) -> HttpResponseBase:
                 raise GatewayError(400, "lease_seconds: expected a number of seconds up to 86400",
                                    param="lease_seconds", code="invalid_request")
             takeover = bool(body.get("takeover_unknown", False))
-            decision, now = await sync_to_async(_claim)(key, owner, float(lease), takeover)
+            decision, now = await in_db_thread(_claim)(key, owner, float(lease), takeover)
             status = 200 if decision.kind == "claimed" else 409
             return _json({"decision": decision.kind, **_view(decision.entry, now)}, status)
         if action == "complete":
             result = body.get("result")
             text = result if isinstance(result, str) else json.dumps(result)
-            entry, now = await sync_to_async(_settle)(key, owner, "completed", text, None)
+            entry, now = await in_db_thread(_settle)(key, owner, "completed", text, None)
         elif action == "fail":
             retryable = bool(body.get("retryable", False))
             error = _field(body, "error", str)
-            entry, now = await sync_to_async(_settle)(key, owner, "pending" if retryable else "failed", None, error)
+            entry, now = await in_db_thread(_settle)(key, owner, "pending" if retryable else "failed", None, error)
         elif action == "unknown":
             detail = _field(body, "detail", str)
-            entry, now = await sync_to_async(_settle)(key, owner, "unknown", None, detail)
+            entry, now = await in_db_thread(_settle)(key, owner, "unknown", None, detail)
         else:
             raise GatewayError(404, f"Unknown ledger action `{action}`.", code="unknown_endpoint")
         return _json(_view(entry, now))
+    except DatabaseError:
+        return views.error_response("openai", _UNAVAILABLE)
     except GatewayError as exc:
         return views.error_response("openai", exc)
 
@@ -151,11 +155,13 @@ async def ledger(request: HttpRequest, action: str) -> HttpResponseBase:
 async def ledger_get(request: HttpRequest, key: str) -> HttpResponseBase:
     try:
         await _authenticated_body(request)
-        row = await ToolExecution.objects.filter(execution_key=key).afirst()
+        row = await in_db_thread(lambda: ToolExecution.objects.filter(execution_key=key).first())()
         entry = _entry(row)
         now = time.time()
         if entry is None or now >= entry.expires_at:
             raise GatewayError(404, "No ledger entry for this execution key.", code="not_found")
         return _json(_view(entry, now))
+    except DatabaseError:
+        return views.error_response("openai", _UNAVAILABLE)
     except GatewayError as exc:
         return views.error_response("openai", exc)

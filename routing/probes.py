@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from asgiref.sync import sync_to_async
 from django.db import connection
 from django.http import HttpRequest, JsonResponse
 
+from routing.dbthread import in_db_thread
 from routing.runtime import runtime
 
 
@@ -21,13 +21,11 @@ def _database_ok() -> str | None:
         return None
     except Exception as exc:  # any failure means "not ready"; the message says which
         return f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
-    finally:
-        connection.close()
 
 
 async def ready(request: HttpRequest) -> JsonResponse:
     """Ready to route: the database answers and a routing table is loaded."""
-    db_error = await sync_to_async(_database_ok, thread_sensitive=False)()
+    db_error = await in_db_thread(_database_ok)()
     table = runtime.table()
     checks = {
         "database": "ok" if db_error is None else db_error,

@@ -109,11 +109,13 @@ def test_it_shares_a_pin_between_two_worker_processes(namespace: str) -> None:
 
 
 def test_it_never_lowers_a_pin_under_concurrent_writers(namespace: str, client: redis.Redis) -> None:
-    start_at = time.time() + 1.0
+    # Workers start together (a few seconds out, as processes start slowly on a busy machine), and the
+    # others keep writing long after the escalation so that their runs overlap it.
+    start_at = time.time() + 4.0
     job = {"ns": namespace, "key": "busy", "ttl": 60, "start_at": start_at}
     escalator = start_worker({**job, "ops": [["escalate", "easy"]] * 100 + [["escalate", "hard"]]
                               + [["escalate", "easy"]] * 100})  # fmt: skip
-    others = [start_worker({**job, "ops": [["escalate", "easy"]] * 300}) for _ in range(3)]
+    others = [start_worker({**job, "ops": [["escalate", "easy"]] * 3000}) for _ in range(3)]
     histories = [finish(escalator)] + [finish(worker) for worker in others]
 
     for history in histories:
@@ -273,8 +275,12 @@ def test_it_falls_back_to_the_process_when_redis_is_down_and_logs_once(pin_log: 
 
 def test_it_does_not_wait_on_a_down_redis_during_the_retry_delay() -> None:
     clock = Clock()
-    # 10.255.255.1 drops packets: every attempt would cost the full connect timeout.
-    store = RedisPinStore("redis://10.255.255.1:6379", clock=clock, socket_timeout=0.2, retry_after_s=5)
+    # A loopback socket that is listening but never answers: every attempt would cost the full socket timeout.
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(64)
+    store = RedisPinStore(f"redis://127.0.0.1:{silent.getsockname()[1]}", clock=clock, socket_timeout=0.2,
+                          retry_after_s=5)
 
     async def scenario() -> float:
         try:
@@ -286,7 +292,10 @@ def test_it_does_not_wait_on_a_down_redis_during_the_retry_delay() -> None:
         finally:
             await store.aclose()
 
-    assert asyncio.run(scenario()) < 0.1
+    try:
+        assert asyncio.run(scenario()) < 0.1
+    finally:
+        silent.close()
 
 
 def test_it_uses_redis_again_once_it_answers(tmp_path: Path, pin_log: Records) -> None:

@@ -30,6 +30,7 @@ SIM_MODELS: dict[str, Any] = {
     "ge-model": {"latency_ms": 5, "chunk_count": 4},
     "slow-stream": {"chunk_count": 12, "chunk_interval_ms": 150},
     "text-only": {"latency_ms": 1},
+    "leak-check": {"latency_ms": 1},
 }
 CAPS = ["text", "image", "file", "tools", "json_schema", "reasoning"]
 
@@ -50,6 +51,7 @@ def gateway_config(sim_url: str) -> dict[str, Any]:
             {"provider": "ge", "upstream": "ge-model", "input_price": 1, "output_price": 2, "capabilities": CAPS},
             {"provider": "oa", "upstream": "slow-stream", "capabilities": CAPS},
             {"provider": "oa", "upstream": "text-only", "capabilities": ["text"]},
+            {"provider": "an", "upstream": "leak-check", "capabilities": ["text"]},
         ],
         "virtual_models": [
             {"source": "pool", "strategy": "adaptive",

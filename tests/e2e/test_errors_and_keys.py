@@ -108,17 +108,22 @@ def test_an_upstream_client_error_is_relayed_without_cooling_the_target(gateway:
 
 
 def test_no_provider_key_appears_in_responses_or_logs(gateway: Gateway, sim) -> None:  # type: ignore[no-untyped-def]
-    sim.set_fault("an-model", {"kind": "status", "status": 401, "times": 1})
+    # A 401 from the provider (our key refused) cools its model for the maximum: a model of its own here.
+    sim.set_fault("leak-check", {"kind": "status", "status": 401, "times": 1})
+    statuses = []
     for path, body, headers in [
         (CHAT, {"model": "oa/oa-model", "messages": [{"role": "user", "content": "hi"}]}, {}),
-        (CHAT, {"model": "an/an-model", "messages": [{"role": "user", "content": "hi"}]}, {}),
-        (MESSAGES, {"model": "an/an-model", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}]},
+        (CHAT, {"model": "an/leak-check", "messages": [{"role": "user", "content": "hi"}]}, {}),
+        (MESSAGES, {"model": "an/leak-check", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}]},
          ANTHROPIC),
     ]:
         response = httpx2.post(gateway.base_url + path, json=body, headers=headers)
+        statuses.append(response.status_code)
         assert SIM_KEY not in response.text
         assert SIM_KEY not in str(response.headers)
     assert SIM_KEY not in gateway.log()
+    # The refused key made a 502; the model then cools down, and says so with 503 and Retry-After.
+    assert statuses == [200, 502, 503]
 
 
 # ---------------------------------------------------------------------------------------------------------
