@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from datetime import datetime
 
 from django.conf import settings
@@ -187,7 +186,6 @@ class Runtime:
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self.last_error: str | None = None
-        self.listeners: list[object] = []  # callables(table) told about every swap
 
     @property
     def loaded(self) -> bool:
@@ -200,12 +198,8 @@ class Runtime:
         return table
 
     def swap(self, table: RoutingTable) -> None:
+        """Replace the table in one reference assignment; requests in flight keep the one they started with."""
         self._table = table
-        for listener in list(self.listeners):
-            try:
-                listener(table)  # type: ignore[operator]
-            except Exception:  # a listener's bug must not stop reloads
-                log.exception("routing table listener failed")
 
     def reload_if_changed(self) -> bool:
         """Compile and swap when the stored version differs from ours; True when it swapped."""
@@ -251,13 +245,3 @@ runtime = Runtime()
 
 def current_table() -> RoutingTable:
     return runtime.table()
-
-
-def wait_for(predicate, timeout: float = 5.0) -> bool:  # type: ignore[no-untyped-def]
-    """Poll ``predicate`` until true or ``timeout``; for start-up code and tests."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return bool(predicate())
