@@ -384,7 +384,7 @@ async def _attempts(
         record.cost = model_cost(model, result.usage) if result.usage else None
         record.validation = "accepted" if outcome.ok else (
             f"rejected:{result.verdict.reason}" if result.verdict and not result.verdict.ok else "not_run")
-        record.health = health.snapshot(time.monotonic()).as_dict()
+        record.health = _health_view(health, time.monotonic())
         _count_attempt(model.name, outcome)
         if outcome.ok:
             return _json_response(call, journey, record, model, result)
@@ -446,6 +446,19 @@ def _attempt_timeout(
     if remaining - reserve >= allowance.total:
         return remaining - reserve
     return remaining
+
+
+def _health_view(health: Any, now: float) -> dict[str, Any]:
+    """The target's health after an attempt, as the audit event records it (wall-clock cooldown)."""
+    until = health.cooldown_until
+    estimate = health.latency_estimate_s
+    return {
+        "status": health.status(now),
+        "latency_ms": None if estimate is None else round(estimate * 1000, 2),
+        "in_flight": health.in_flight,
+        "cooldown_until": None if until is None else round(time.time() + until - now, 3),
+        "consecutive_failures": health.consecutive_failures,
+    }
 
 
 def _count_attempt(target: str, outcome: AttemptOutcome) -> None:
@@ -625,7 +638,7 @@ def _stream_response(
                 journey.error_class = str(outcome.error_class)
                 journey.error_message = outcome.reason
             record.outcome = outcome
-            record.health = health.snapshot(now).as_dict()
+            record.health = _health_view(health, now)
             _count_attempt(model.name, outcome)
             if outcome.ok:
                 _after_success(call, journey)
