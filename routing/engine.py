@@ -48,6 +48,7 @@ from routing.state import state
 from routing.tiers import TierDecision, decide_tier
 from routing.validators_registry import resolve_validator
 
+_background: set[asyncio.Task[None]] = set()  # pin writes that need not delay the response
 MAX_REPLAY_BYTES = 1024 * 1024  # a streamed answer larger than this is not kept for idempotent repeats
 
 
@@ -555,9 +556,12 @@ def _after_success(call: Call, journey: Journey) -> None:
                        if t.name == model.name or model in call.table.leaf_models(t.name)), None)
         pinned = record.selection.affinity if record.selection else None
         if served is not None and (pinned != "honored" or record.winner != served):
-            asyncio.get_running_loop().create_task(state.pins.put(
+            task = asyncio.get_running_loop().create_task(state.pins.put(
                 TARGET_PIN_NAMESPACE, f"{record.virtual_model}|{call.session.value}", served,
                 settings_.smart_routing_session_ttl_s))
+            # The loop keeps only weak references to tasks: hold it until it is done.
+            _background.add(task)
+            task.add_done_callback(_background.discard)
 
 
 def _stream_response(

