@@ -256,8 +256,11 @@ async def _plan(call: Call, journey: Journey, target: str, contract: EffectiveCo
     table = call.table
     session_targets: dict[str, str] = {}
     warm: str | None = None
-    affine = [name for name in _virtual_models_below(target, table) if table.virtual_models[name].session_affinity]
-    if affine or table.settings.warm_cache_weight > 1:
+    below = _virtual_models_below(target, table)
+    affine = [name for name in below if table.virtual_models[name].session_affinity]
+    # Session keeping and the warm-cache bonus only matter when there is a choice to make: a request for a
+    # concrete model skips session detection altogether.
+    if below:
         session = session_of(call)
         now = time.monotonic()
         warm = state.warm.get(session.value, now)
@@ -265,8 +268,8 @@ async def _plan(call: Call, journey: Journey, target: str, contract: EffectiveCo
             pinned = await state.pins.get(TARGET_PIN_NAMESPACE, f"{name}|{session.value}")
             if pinned:
                 session_targets[name] = pinned
-    inputs = PlanInputs(table=table, contract=contract, session=call.session.value if call.session else None,
-                        session_targets=session_targets, warm_target=warm, now=time.monotonic())
+    inputs = PlanInputs(table=table, contract=contract, session_targets=session_targets, warm_target=warm,
+                        now=time.monotonic())
     plan = plan_targets(target, inputs, state)
     for record in plan.records:
         if record.winner:

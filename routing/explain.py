@@ -61,10 +61,10 @@ async def explain_call(call: Call) -> dict[str, Any]:
     contract = effective_contract(requirements_from_features(call.features), spec)
     shadow = GatewayState(health=state.health, round_robin=copy.deepcopy(state.round_robin),
                           rng=random.Random(0), selector_config=state.selector_config)
-    plan = plan_targets(target, PlanInputs(table=table, contract=contract, session=session.value,
-                                           session_targets={}, warm_target=state.warm.get(session.value,
-                                                                                           time.monotonic()),
-                                           now=time.monotonic()), shadow)
+    now = time.monotonic()
+    inputs = PlanInputs(table=table, contract=contract, session_targets={},
+                        warm_target=state.warm.get(session.value, now), now=now)
+    plan = plan_targets(target, inputs, shadow)
     out["target"] = target
     out["workload"] = contract.workload
     out["candidates"] = [m.name for m in plan.models]

@@ -55,7 +55,6 @@ class Plan:
 class PlanInputs:
     table: RoutingTable
     contract: EffectiveContract
-    session: str | None  # scoped session id, when one was detected
     session_targets: dict[str, str]  # virtual model -> the target this session is pinned to
     warm_target: str | None  # the concrete model that last served this session (warm prompt cache)
     now: float
