@@ -14,14 +14,13 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx2
-
 from routing import upstream
 from routing.core.answer import Answer, Usage, cost_usd
 from routing.core.errors import AttemptOutcome, ErrorClass
 from routing.core.policy import classify_exception, classify_http_error
 from routing.core.table import ModelSpec, ProviderSpec
 from routing.core.validate import ValidationRules, Verdict, validate_answer
+from routing.http1 import UpstreamResponse
 from routing.providers import MalformedResponse, StreamTranslator, get_adapter
 from routing.providers.errors import Inbound
 from routing.schemacheck import validate_instance
@@ -100,7 +99,7 @@ class AttemptResult:
 class LiveStream:
     """A stream that produced its first client frames; the rest is read while the client is served."""
 
-    response: httpx2.Response
+    response: UpstreamResponse
     chunks: Any  # the upstream byte iterator, already started
     translator: StreamTranslator
     first_frames: list[bytes]
@@ -121,7 +120,7 @@ class AttemptSpec:
     client_wants_usage: bool
 
 
-def _request(spec: AttemptSpec) -> httpx2.Request:
+def _request(spec: AttemptSpec) -> upstream.UpstreamRequest:
     adapter = get_adapter(spec.provider.kind)
     built = adapter.build_request(
         provider=spec.provider, model=spec.model, body=spec.body, inbound=spec.inbound, stream=spec.stream,
