@@ -1,8 +1,10 @@
 """ASGI entry point: ``gomodel_site.asgi:application`` under granian or uvicorn.
 
-Two Django handlers share one process. The proxy API (``/v1/``), the probes and ``/metrics`` go to a handler
-without middleware: every sync middleware would cost a thread hop per request. Everything else (the admin,
-the auditor pages) goes to the standard handler with sessions, CSRF and authentication.
+Three handlers share one process. The two relay endpoints (``POST /v1/chat/completions`` and
+``POST /v1/messages``) go to ``RelayHandler``, which does only what they need around their views. The rest
+of the API (``/v1/``), the probes and ``/metrics`` go to a Django handler without middleware: every sync
+middleware would cost a thread hop per request. Everything else (the admin, the auditor pages) goes to the
+standard handler with sessions, CSRF and authentication.
 """
 
 from __future__ import annotations
@@ -17,11 +19,12 @@ django.setup(set_prefix=False)
 from django.core.handlers.asgi import ASGIHandler  # noqa: E402
 
 from routing.asgi_handler import ProxyASGIHandler  # noqa: E402
+from routing.relay_handler import RelayHandler  # noqa: E402
 from routing.startup import start_gateway  # noqa: E402
 
 LEAN_PREFIXES = ("/v1/", "/health", "/metrics")
 
-_lean = ProxyASGIHandler()
+_lean = RelayHandler(fallback=ProxyASGIHandler())
 _full = ASGIHandler()
 
 

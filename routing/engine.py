@@ -112,6 +112,15 @@ class Journey:
         return out
 
 
+class RelayStream(StreamingHttpResponse):
+    """A streamed answer that keeps its frame generator as ``source``, so the relay handler can iterate it
+    without Django's per-chunk wrapper and close it the moment the client goes away."""
+
+    def __init__(self, source: AsyncIterator[bytes], **kwargs: Any) -> None:
+        super().__init__(source, **kwargs)
+        self.source = source
+
+
 async def handle(call: Call) -> HttpResponse | StreamingHttpResponse:
     """Serve one proxied request; GatewayError for anything the client should hear about as an error."""
     requested = call.features.model
@@ -657,7 +666,7 @@ def _stream_response(
                 await idempotency_store.finish(journey.operation_id, owner=call.request_id,
                                                outcome="completed" if complete else "unknown", answer=blob)
 
-    response = StreamingHttpResponse(frames(), content_type="text/event-stream", status=200)
+    response = RelayStream(frames(), content_type="text/event-stream", status=200)
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"
     for name, value in headers.items():
