@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import procfs, profiling, report, services  # noqa: E402
 from harness.configs import (  # noqa: E402
     PROFILES,
+    RELAY_CLIENTS,
     ROUTES,
     SLOW_STREAM_MODEL,
     chat_body,
@@ -150,24 +151,28 @@ class Bench:
             f"{', Celery broker ' + self.args.broker_url + ' + REDIS_URL' if broker else ', in-process audit'}")
 
     def phase_reference(self) -> None:
-        """The bare ASGI relay under the same server, workers and load: the floor and the machine's noise."""
-        env = {**self.gateway_env, "BENCH_RELAY_UPSTREAM": self.simulator_url,
-               "PYTHONPATH": os.pathsep.join([str(services.BENCH_DIR), str(services.REPO)])}
-        port = services.free_port()
-        relay = services.start_gateway(port, env, app="harness.relay_app:app", workers=self.args.workers,
-                                       extra_args=self.args.gateway_arg, log_dir=self.work_dir, name="relay")
-        saved = self.gateway, self.gateway_url
-        self.gateway, self.gateway_url = relay, f"http://127.0.0.1:{port}"
-        try:
-            log(f"\n== reference: bare ASGI relay (httpx2, no Django) on {self.gateway_url}, "
-                f"{self.args.seconds:g}s each")
-            rows = run_matrix(self.meter(), self.endpoints(), concurrencies=self.args.concurrencies,
-                              streams=[False, True], profiles=[PROFILES[0]], routes=["relay"],
-                              seconds=self.args.seconds, setup="reference", progress=log)
-            self.rows.extend(rows)
-        finally:
-            relay.stop()
-            self.gateway, self.gateway_url = saved
+        """The bare ASGI relay under the same server, workers and load: the floor and the machine's noise.
+
+        Once with the gateway's own HTTP client (``routing.http1``) and once with httpx2, the general-purpose
+        client it replaced on the hot path, so the report shows what the client alone costs."""
+        for route, client in RELAY_CLIENTS.items():
+            env = {**self.gateway_env, "BENCH_RELAY_UPSTREAM": self.simulator_url, "BENCH_RELAY_CLIENT": client,
+                   "PYTHONPATH": os.pathsep.join([str(services.BENCH_DIR), str(services.REPO)])}
+            port = services.free_port()
+            relay = services.start_gateway(port, env, app="harness.relay_app:app", workers=self.args.workers,
+                                           extra_args=self.args.gateway_arg, log_dir=self.work_dir, name=route)
+            saved = self.gateway, self.gateway_url
+            self.gateway, self.gateway_url = relay, f"http://127.0.0.1:{port}"
+            try:
+                log(f"\n== reference: bare ASGI relay ({client}, no Django) on {self.gateway_url}, "
+                    f"{self.args.seconds:g}s each")
+                rows = run_matrix(self.meter(), self.endpoints(), concurrencies=self.args.concurrencies,
+                                  streams=[False, True], profiles=[PROFILES[0]], routes=[route],
+                                  seconds=self.args.seconds, setup="reference", progress=log)
+                self.rows.extend(rows)
+            finally:
+                relay.stop()
+                self.gateway, self.gateway_url = saved
 
     def stop_gateway(self) -> None:
         for service in (self.gateway, self.worker):

@@ -42,13 +42,17 @@ SLOW_STREAM_MODEL = "slowstream"
 
 # Which model name a row sends, by route.
 ROUTES = ("direct", "concrete", "alias")
-# "relay": the bare ASGI relay (harness/relay_app.py) in the gateway's place, sending the direct model name.
-ROUTE_LABELS = {"direct": "direct", "concrete": "gateway", "alias": "gw tier+adaptive", "relay": "bare ASGI relay"}
+# "relay", "relay-httpx2": the bare ASGI relay (harness/relay_app.py) in the gateway's place, with the
+# gateway's HTTP client or with httpx2, sending the direct model name.
+RELAY_CLIENTS = {"relay": "http1", "relay-httpx2": "httpx2"}
+ROUTE_LABELS = {"direct": "direct", "concrete": "gateway", "alias": "gw tier+adaptive", "relay": "bare relay http1",
+                "relay-httpx2": "bare relay httpx2"}
 
 
 def model_for(profile: Profile, route: str) -> str:
-    return {"direct": profile.direct_model, "relay": profile.direct_model, "concrete": profile.concrete_model,
-            "alias": profile.alias}[route]
+    if route in RELAY_CLIENTS:
+        return profile.direct_model
+    return {"direct": profile.direct_model, "concrete": profile.concrete_model, "alias": profile.alias}[route]
 
 
 def simulator_config(*, slow_stream_chunks: int) -> dict[str, Any]:

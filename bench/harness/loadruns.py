@@ -88,7 +88,7 @@ def run_matrix(meter: Meter, endpoints: Endpoints, *, concurrencies: list[int], 
                                   seconds=seconds, setup=setup)
                     rows.append(row)
                     progress(f"  {profile.name:<8} {'stream' if stream else 'json':<6} c={concurrency:<3} "
-                             f"{route:<9} {row.wrk.rps:8.1f} req/s  p50 {row.wrk.p50_ms:7.2f} ms  "
+                             f"{route:<12} {row.wrk.rps:8.1f} req/s  p50 {row.wrk.p50_ms:7.2f} ms  "
                              f"p99 {row.wrk.p99_ms:7.2f} ms  gw CPU {row.cpu_ms_per_request.get('gateway', 0):6.3f} "
                              f"ms/req  errors {row.wrk.error_count}")
                     time.sleep(0.5)  # let connections close before the next run

@@ -1,29 +1,51 @@
 """A bare ASGI relay, the floor the gateway is compared with: ``granian ... harness.relay_app:app``.
 
 It does what any proxy must and nothing more: read the body, POST it to the upstream named by
-``BENCH_RELAY_UPSTREAM`` with httpx2 (the gateway's HTTP client), and pass the answer back, chunk by chunk
-for a stream. No Django, no routing, no audit, no metrics. Measured under the same load as the gateway, it
-tells how much of the gateway's CPU per request any Python relay on this machine would spend anyway (the
-server, the client library, the event loop), and how noisy the machine is at the time of the run.
+``BENCH_RELAY_UPSTREAM``, and pass the answer back, chunk by chunk for a stream. No Django, no routing, no
+audit, no metrics. ``BENCH_RELAY_CLIENT`` picks the HTTP client: ``http1`` (the gateway's own,
+``routing.http1``) or ``httpx2`` (the general-purpose client it replaced on the hot path). Measured under
+the same load as the gateway, it tells how much of the gateway's CPU per request any Python relay with that
+client on this machine would spend anyway (the server, the client, the event loop), and how noisy the
+machine is at the time of the run.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx2
-
 UPSTREAM = os.environ.get("BENCH_RELAY_UPSTREAM", "http://127.0.0.1:18001") + "/v1/chat/completions"
-_client: httpx2.AsyncClient | None = None
+CLIENT = os.environ.get("BENCH_RELAY_CLIENT", "http1")
+HEADERS = {"content-type": "application/json", "authorization": "Bearer sk"}
+_client: Any = None
 
 
-def client() -> httpx2.AsyncClient:
+async def _post_http1(body: bytes) -> tuple[int, str, AsyncIterator[bytes], Any]:
     global _client
+    if _client is None:
+        from routing.http1 import Pool
+
+        _client = Pool(max_connections=1000, max_idle_per_origin=1000, keepalive_expiry=30.0)
+    response = await _client.request("POST", UPSTREAM, HEADERS, body, timeout=60.0, connect_timeout=5.0)
+    content_type = response.header_dict().get("content-type", "application/json")
+    return response.status_code, content_type, response, response.aclose
+
+
+async def _post_httpx2(body: bytes) -> tuple[int, str, AsyncIterator[bytes], Any]:
+    global _client
+    import httpx2
+
     if _client is None:
         _client = httpx2.AsyncClient(limits=httpx2.Limits(max_connections=1000, max_keepalive_connections=1000),
                                      timeout=httpx2.Timeout(60.0, connect=5.0))
-    return _client
+    request = _client.build_request("POST", UPSTREAM, content=body, headers=HEADERS)
+    response = await _client.send(request, stream=True)
+    content_type = response.headers.get("content-type", "application/json")
+    return response.status_code, content_type, response.aiter_raw(), response.aclose
+
+
+_post = _post_http1 if CLIENT == "http1" else _post_httpx2
 
 
 async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -39,14 +61,12 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         body += message.get("body", b"")
         if not message.get("more_body"):
             break
-    request = client().build_request("POST", UPSTREAM, content=body,
-                                     headers={"content-type": "application/json", "authorization": "Bearer sk"})
-    response = await client().send(request, stream=True)
+    status, content_type, chunks, close = await _post(body)
     try:
-        headers = [(b"content-type", response.headers.get("content-type", "application/json").encode())]
-        await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
-        async for chunk in response.aiter_raw():
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", content_type.encode())]})
+        async for chunk in chunks:
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
         await send({"type": "http.response.body", "body": b""})
     finally:
-        await response.aclose()
+        await close()
