@@ -6,6 +6,7 @@ therefore runs in a helper thread that start-up waits for.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import logging
 import threading
@@ -94,6 +95,7 @@ async def _in_thread(func) -> None:  # type: ignore[no-untyped-def]
     await sync_to_async(func, thread_sensitive=False)()
 
 
+@functools.lru_cache(maxsize=1024)  # asked on every request in open mode; parsing an address is not free
 def is_loopback(host: str | None) -> bool:
     if not host:
         return False
