@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from routing.core.classifier import DEFAULT_KEYWORDS, Signal, classify, keyword_matcher
+from routing.core.classifier import DEFAULT_KEYWORDS, Signal, Tier, TierVerdict, classify, keyword_matcher
 from routing.core.features import extract_features
 
 IMAGE = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
@@ -119,6 +119,12 @@ def test_it_sums_the_signals_and_reports_each_with_its_detail() -> None:
 @pytest.mark.parametrize(("threshold", "tier"), [(1, "hard"), (3, "hard"), (4, "easy"), (10, "easy")])
 def test_it_applies_the_threshold_inclusively(threshold: int, tier: str) -> None:
     assert verdict_of(user(SNIPPET), threshold=threshold).tier == tier
+
+
+@pytest.mark.parametrize(("threshold", "tier"), [(-1, "hard"), (0, "hard"), (1, "easy")])
+def test_it_applies_the_threshold_to_a_request_without_signals(threshold: int, tier: Tier) -> None:
+    verdict = verdict_of(user("hello"), threshold=threshold)
+    assert verdict == TierVerdict(tier=tier, score=0, signals=(), reasoning_shortcut=False)
 
 
 def openai_body(system: str, conversation: list[tuple[str, Any]], **extra: Any) -> dict[str, Any]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -103,6 +104,43 @@ def test_it_builds_complete_frozen_features() -> None:
     assert Features(**values) == features
     with pytest.raises(dataclasses.FrozenInstanceError):
         features.total_chars = 0  # type: ignore[misc]
+
+
+def test_it_gives_each_request_its_own_fields_and_the_absent_values_to_optional_ones() -> None:
+    plain = extract_features({"messages": [{"role": "user", "content": "hi"}]}, "openai")
+    absent = {"tools": (), "tool_choice": None, "forced_tool": None, "structured_output": "", "output_schema": None,
+              "output_schema_strict": False, "reasoning": "", "max_output_tokens": None, "metadata_user_id": None,
+              "session_id": None, "prompt_cache_key": None, "user": None}  # fmt: skip
+    assert {name: getattr(plain, name) for name in absent} == absent
+    assert [name for name, value in vars(plain).items() if value is None and name not in absent] == []  # all set
+    # One optional key read does not disturb the others' absent values.
+    with_user = extract_features({"messages": [{"role": "user", "content": "hi"}], "user": "u1"}, "openai")
+    assert {name: getattr(with_user, name) for name in absent} == {**absent, "user": "u1"}
+    assert vars(plain) is not vars(with_user)
+
+
+def test_it_reads_any_mapping_like_a_dict() -> None:
+    body = openai_body("Be brief.", AGENT_TURNS, tools=[{"name": "t"}], user="u1", max_tokens=5)
+    assert extract_features(MappingProxyType(body), "openai") == extract_features(body, "openai")
+
+
+def test_it_counts_every_text_once_wherever_it_is() -> None:
+    body = {
+        "system": [{"type": "text", "text": "abc"}, "de"],
+        "messages": [
+            {"role": "developer", "content": [{"type": "text", "text": "fgh"}]},
+            {"role": "user", "content": ""},
+            {"role": "assistant", "content": "Checking.", "tool_calls": [{"function": {"arguments": '{"q": "ij"}'}}]},
+            {"role": "tool", "content": [{"type": "text", "text": "klm"}]},
+            {"role": "system", "content": "nopq"},  # a later system message counts, without joining system_text
+            {"role": "user", "content": ["r", {"type": "text", "text": ""}]},
+        ],
+    }
+    features = extract_features(body, "openai")
+    assert features.total_chars == sum(map(len, ["abc", "de", "fgh", "", "Checking.", "ij", "klm", "nopq", "r", ""]))
+    assert features.system_text == "abc\n\nde\n\nfgh"
+    assert features.latest_user_text == "r\n"
+    assert features.message_count == 3
 
 
 def test_it_does_not_count_tool_definitions_schemas_attachment_data_or_thinking() -> None:
@@ -301,6 +339,32 @@ def test_it_detects_code_and_diagnostics(text: str, evidence: str) -> None:
     features = extract_features({"messages": [{"role": "user", "content": text}]}, "openai")
     assert features.code_evidence == evidence
     assert features.has_code is bool(evidence)
+
+
+@pytest.mark.parametrize(
+    ("messages", "evidence"),
+    [
+        # A rule fires on a later line after earlier lines that only start like one.
+        (["I was at home.\n  at five: dinner\n  at handler (/srv/app/api.ts:88:13)"], "JavaScript stack trace"),
+        (["File \"notes.txt\" is missing\nat Foo.bar(Foo.java:1)"], "JVM stack trace"),
+        # The first line of every message, not only of the first one.
+        (["hello", "diff --git a/x b/x"], "diff --git"),
+        (["hello", "", "\tgoroutine 7 [chan receive]:"], "Go stack trace"),
+        (["hello", "at noon (see below)", "thanks"], ""),
+    ],
+)  # fmt: skip
+def test_it_checks_every_line_start_of_every_message(messages: list[str], evidence: str) -> None:
+    body = {"messages": [{"role": ("user", "assistant")[i % 2], "content": m} for i, m in enumerate(messages)]}
+    assert extract_features(body, "openai").code_evidence == evidence
+
+
+def test_it_reads_a_string_content_next_to_tool_calls() -> None:
+    call = {"function": {"arguments": json.dumps({"diff": "diff --git a/x b/x"})}}
+    body = {"messages": [{"role": "assistant", "content": "Patching.", "tool_calls": [call]}]}
+    features = extract_features(body, "openai")
+    assert features.total_chars == len("Patching.") + len("diff --git a/x b/x")
+    assert features.code_evidence == "diff --git"
+    assert features.opening_turns == (("assistant", "Patching."),)
 
 
 def test_it_finds_code_in_tool_results_and_tool_call_arguments_but_not_in_the_system_prompt() -> None:
