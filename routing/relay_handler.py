@@ -16,17 +16,19 @@ from __future__ import annotations
 
 import asyncio
 import io
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from django.conf import settings
 from django.core.handlers.asgi import ASGIRequest
-from django.core.handlers.exception import response_for_exception
 from django.http import HttpResponseBase
 
 from routing import views
 from routing.errors import GatewayError
 from routing.providers.errors import Inbound
+
+log = logging.getLogger("gomodel.relay")
 
 View = Callable[[Any], Awaitable[HttpResponseBase]]
 ASGIApp = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
@@ -71,8 +73,11 @@ class RelayHandler:
                 response = await view(request)
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # a bug, not a client mistake: Django logs it and answers 500
-                response = response_for_exception(request, exc)
+            except Exception:  # a bug, not a client mistake: logged, and a 500 the client's SDK can read
+                log.exception("unhandled error on %s", scope["path"])
+                response = views.error_response(inbound, GatewayError(
+                    500, "The gateway failed on this request; the error is in the gateway's log.",
+                    code="internal_error"))
             await _send(response, send)
         except asyncio.CancelledError:
             if not gone:
