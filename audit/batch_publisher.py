@@ -219,6 +219,9 @@ class Publisher:
 
     def _prepare(self, raw: list[Any]) -> list[dict[str, Any]]:
         self.counters["published"] += len(raw)
+        return self._prepare_events(raw)
+
+    def _prepare_events(self, raw: list[Any]) -> list[dict[str, Any]]:
         prepared = []
         for event in raw:
             prepared.append(prepare_event(event, store_bodies=self._store_bodies, max_bytes=self._body_max_bytes))
@@ -255,11 +258,13 @@ class Publisher:
         self._spool_failing = False
         self.counters["spooled"] += len(batch)
 
-    def _send_spooled(self, batch: list[dict[str, Any]]) -> bool:
+    def _send_spooled(self, batch: list[Any]) -> bool:
         if self._sink is None:
             return False
         try:
-            self._sink.send(batch)
+            # The database sink stores a batch as it is, trusting this process to have prepared it; a spool
+            # line may come from another process or version, or be JSON that is no batch of events.
+            self._sink.send(self._prepare_events(batch))
         except DeliveryError as exc:
             self._mark_unhealthy(exc)
             return False

@@ -14,6 +14,7 @@ import json
 import math
 import re
 import time
+import uuid
 from typing import Any
 
 from audit.redact import mask_secrets, redact_bodies
@@ -23,8 +24,12 @@ MAX_CANDIDATES = 64
 MAX_ATTEMPTS = 64
 MAX_NESTED = 8
 MAX_ERROR_CHARS = 2000
+MAX_UNIX_TIME = 253_402_300_799  # 9999-12-31T23:59:59Z, the last second a datetime can hold
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9_.:\-]{1,64}$")
 _USAGE_FIELDS = ("input_tokens", "output_tokens", "cached_input_tokens", "reasoning_tokens")
+# Built once: ``isinstance(value, int | float)`` would build the union on every call.
+_NUMBER = int | float
+_SEQUENCE = list | tuple
 
 
 def _str(value: Any, limit: int) -> str:
@@ -64,8 +69,11 @@ def _int32(value: Any) -> int | None:
 def _float(value: Any) -> float | None:
     if isinstance(value, bool):
         return None
-    if isinstance(value, int | float):
-        number = float(value)
+    if isinstance(value, _NUMBER):
+        try:
+            number = float(value)
+        except OverflowError:  # an int beyond a float's range
+            return None
         return number if math.isfinite(number) else None
     if isinstance(value, str):
         try:
@@ -85,7 +93,7 @@ def _dict(value: Any) -> dict[str, Any]:
 
 
 def _list(value: Any, limit: int) -> list[Any]:
-    return list(value[:limit]) if isinstance(value, list | tuple) else []
+    return list(value[:limit]) if isinstance(value, _SEQUENCE) else []
 
 
 def _usage(value: Any) -> dict[str, int]:
@@ -141,11 +149,13 @@ def _candidate(value: Any) -> dict[str, Any]:
     }
 
 
+def _reason(value: Any) -> dict[str, str]:
+    raw = _dict(value)
+    return {"target": _str(raw.get("target"), 200), "reason": _text(raw.get("reason"), 200)}
+
+
 def _reasons(value: Any) -> list[dict[str, str]]:
-    return [
-        {"target": _str(_dict(s).get("target"), 200), "reason": _text(_dict(s).get("reason"), 200)}
-        for s in _list(value, MAX_CANDIDATES)
-    ]
+    return [_reason(s) for s in _list(value, MAX_CANDIDATES)]
 
 
 def _selection(value: Any, depth: int = 0) -> dict[str, Any] | None:
@@ -164,9 +174,9 @@ def _selection(value: Any, depth: int = 0) -> dict[str, Any] | None:
     }
     if depth == 0:
         selection["rejected"] = _reasons(value.get("rejected"))
-        selection["nested"] = [
-            nested for nested in (_selection(n, depth + 1) for n in _list(value.get("nested"), MAX_NESTED)) if nested
-        ]
+        # What is not a dict is left out (_selection would give None for it).
+        nested = _list(value.get("nested"), MAX_NESTED)
+        selection["nested"] = [_selection(n, depth + 1) for n in nested if isinstance(n, dict)]
     return selection
 
 
@@ -193,8 +203,14 @@ def _attempt(value: Any, position: int) -> dict[str, Any]:
 
 def content_request_id(raw: Any) -> str:
     """A stable id for an event that came without one: the sha256 of its canonical JSON."""
-    canonical = json.dumps(raw, sort_keys=True, default=str, ensure_ascii=True)
-    return "derived-" + hashlib.sha256(canonical.encode()).hexdigest()[:48]
+    try:
+        canonical = json.dumps(raw, sort_keys=True, default=str, ensure_ascii=True)
+    except (TypeError, ValueError, RecursionError):  # keys of mixed types cannot be sorted; too deep to encode
+        try:
+            canonical = repr(raw)
+        except RecursionError:
+            return "derived-" + uuid.uuid4().hex  # no stable form: unique, so at least nothing collapses wrongly
+    return "derived-" + hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()[:48]
 
 
 def _attempts_unique(attempts: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -231,7 +247,7 @@ def prepare_event(raw: Any, *, store_bodies: bool, max_bytes: int) -> dict[str, 
     cleaned: dict[str, Any] = {
         "request_id": request_id,
         "operation_id": _str(event.get("operation_id"), 128),
-        "created_at": created_at if created_at is not None and created_at > 0 else time.time(),
+        "created_at": created_at if created_at is not None and 0 < created_at <= MAX_UNIX_TIME else time.time(),
         "key_id": key_id,
         "key_name": _str(event.get("key_name"), 200),
         "session_hash": _str(event.get("session_hash"), 64),

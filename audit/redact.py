@@ -27,14 +27,17 @@ _NAMED_SECRET = re.compile(
     r"(?i)((?:api[_-]?key|x-api-key|secret|token|password|passwd|authorization)[\"']?\s*[:=]\s*[\"']?)"
     r"(?!\$\{)[^\s\"',;]{6,}"
 )
-_SECRET_PATTERNS = (
-    re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=\-]{8,}"),
-    re.compile(r"\bsk-[A-Za-z0-9_\-]{12,}"),
-    re.compile(r"\bAKIA[0-9A-Z]{16}\b"),
-    re.compile(r"\bAIza[0-9A-Za-z_\-]{30,}"),
-    re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}"),
-    re.compile(r"\bxox[abprs]-[A-Za-z0-9\-]{10,}"),
-    re.compile(r"\beyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}"),  # JWT
+_BEARER = re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=\-]{8,}")
+# Each token pattern with the texts it cannot match without. The regex engine tries a pattern at every
+# position of the text; looking for a literal first (in the text the pattern would run on) is far cheaper,
+# and most text holds none of them.
+_TOKEN_PATTERNS = (
+    (re.compile(r"\bsk-[A-Za-z0-9_\-]{12,}"), ("sk-",)),
+    (re.compile(r"\bAKIA[0-9A-Z]{16}\b"), ("AKIA",)),
+    (re.compile(r"\bAIza[0-9A-Za-z_\-]{30,}"), ("AIza",)),
+    (re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}"), ("ghp_", "gho_", "ghu_", "ghs_", "ghr_")),
+    (re.compile(r"\bxox[abprs]-[A-Za-z0-9\-]{10,}"), ("xox",)),
+    (re.compile(r"\beyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}"), ("eyJ",)),  # JWT
 )
 # A long run of letters and digits where digits and capitals are frequent is treated as a credential: random
 # tokens (hex, base64) have many, model names and words have few. Over-masking a hash is harmless.
@@ -51,11 +54,20 @@ def _mask_long_token(match: re.Match[str]) -> str:
     return SECRET_MASK if looks_random else token
 
 
-# Cheap gates: the named and bearer patterns need one of these words, every token pattern needs a run of at
-# least ten token characters. Most free text passes neither gate, and skips the expensive patterns.
+# Cheap gates: the named and bearer patterns need one of these words (the named one also a ":" or "="),
+# every token pattern needs a run of at least ten token characters. Most free text passes neither gate, and
+# skips the expensive patterns.
 _KEYWORDS = ("key", "secret", "token", "passw", "authoriz", "bearer")
 _TOKEN_RUN = re.compile(r"[A-Za-z0-9_\-+=]{10,}")
 _HAS_DIGIT = re.compile(r"\d")
+
+
+def _contains_any(text: str, parts: tuple[str, ...]) -> bool:
+    # A plain loop: any() over a generator costs twice as much, and this runs for every free-text field.
+    for part in parts:
+        if part in text:
+            return True
+    return False
 
 
 def mask_secrets(text: str) -> str:
@@ -63,14 +75,15 @@ def mask_secrets(text: str) -> str:
     if len(text) < 6:
         return text
     lowered = text.lower()
-    keyword = any(word in lowered for word in _KEYWORDS)
-    if keyword:
-        text = _SECRET_PATTERNS[0].sub(SECRET_MASK, text)  # bearer tokens first: "Authorization: Bearer x"
+    keyword = _contains_any(lowered, _KEYWORDS)
+    if "bearer" in lowered:  # exact: case-insensitively, only what lower() turns into b, e, a, r matches them
+        text = _BEARER.sub(SECRET_MASK, text)  # bearer tokens first: "Authorization: Bearer x"
     if _TOKEN_RUN.search(text):
-        for pattern in _SECRET_PATTERNS[1:]:
-            text = pattern.sub(SECRET_MASK, text)
+        for pattern, literals in _TOKEN_PATTERNS:
+            if _contains_any(text, literals):
+                text = pattern.sub(SECRET_MASK, text)
         text = _LONG_TOKEN.sub(_mask_long_token, text)
-    if keyword:
+    if keyword and (":" in text or "=" in text):
         text = _NAMED_SECRET.sub(lambda m: m.group(1) + SECRET_MASK, text)
     return text
 

@@ -2,20 +2,25 @@
 
 ``revisions_ingest`` is what the Celery worker (and, without a broker, the publisher thread) calls with one
 batch. It inserts the whole batch in one transaction with ``request_id`` unique and conflicts ignored, so a
-redelivered batch changes nothing, and links attempts to the revision ids read back from the database (a
-redelivered revision's attempts are ignored the same way, through the unique ``(revision, seq)``).
+redelivered batch changes nothing, and links attempts to the ids of their revisions, inserted now or earlier
+(a redelivered revision's attempts are ignored the same way, through the unique ``(revision, seq)``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import functools
 import json
 import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import psycopg
 from django.conf import settings
 from django.db import DataError, IntegrityError, connections, router, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.backends.utils import CursorWrapper
 from django.db.models import Model
 from django.utils import timezone
 
@@ -32,93 +37,98 @@ def _when(unix: float) -> dt.datetime:
     return dt.datetime.fromtimestamp(unix, tz=dt.UTC)
 
 
-def revision_from_event(event: Mapping[str, Any]) -> AuditRevision:
-    """An unsaved AuditRevision for a prepared event."""
+def revision_values(event: Mapping[str, Any]) -> dict[str, Any]:
+    """The AuditRevision values of a prepared event, by attname (which is also the column name).
+
+    The only mapping from an event to a revision row: the ORM path builds ``AuditRevision(**values)`` from
+    it and the PostgreSQL path sends it as it is, so the two cannot drift apart.
+    """
     tier = event.get("tier") or {}
     selection = event.get("selection") or {}
     usage = event["usage"]
     attempts = event.get("attempts") or []
-    tried = [a["target"] for a in attempts if a["target"]]
-    return AuditRevision(
-        request_id=event["request_id"],
-        operation_id=event.get("operation_id", ""),
-        created_at=_when(event["created_at"]),
-        key_id=event.get("key_id"),
-        key_name=event.get("key_name", ""),
-        session_hash=event.get("session_hash", ""),
-        session_source=event.get("session_source", ""),
-        endpoint=event.get("endpoint", ""),
-        requested_model=event.get("requested_model", ""),
-        stream=event.get("stream", False),
-        workload=event.get("workload", ""),
-        deadline_ms=event.get("deadline_ms"),
-        config_version=event.get("config_version"),
-        tier_alias=tier.get("alias", ""),
-        tier=tier.get("tier", ""),
-        tier_target=tier.get("target", ""),
-        score=tier.get("score"),
-        signals=tier.get("signals", []),
-        reasoning_shortcut=tier.get("reasoning_shortcut", False),
-        tier_forced=tier.get("forced", False),
-        tier_pinned=tier.get("pinned", False),
-        tier_escalated=tier.get("escalated", False),
-        pin_before=tier.get("pin_before", ""),
-        virtual_model=selection.get("virtual_model", ""),
-        strategy=selection.get("strategy", ""),
-        winner=selection.get("winner", ""),
-        selection_why=selection.get("why", ""),
-        affinity=selection.get("affinity", ""),
-        candidates=selection.get("candidates", []),
-        skipped=selection.get("skipped", []),
-        rejected=selection.get("rejected", []),
-        nested_selections=selection.get("nested", []),
-        target=event.get("target", ""),
-        status=event.get("status"),
-        error_class=event.get("error_class", ""),
-        error_message=event.get("error_message", ""),
-        validation=event.get("validation", ""),
-        latency_ms=event.get("latency_ms", 0.0),
-        ttfb_ms=event.get("ttfb_ms"),
-        input_tokens=usage["input_tokens"],
-        output_tokens=usage["output_tokens"],
-        cached_input_tokens=usage["cached_input_tokens"],
-        reasoning_tokens=usage["reasoning_tokens"],
-        cost_usd=event.get("cost_usd"),
-        attempt_count=min(len(attempts), 32767),
-        fell_back=len(set(tried)) > 1 or any(a["action"] == "fallback" for a in attempts),
-        prompt_hash=event.get("prompt_hash", ""),
-        prompt_preview=event.get("prompt_preview", ""),
-        prompt_text=event.get("prompt_text", ""),
-        output_hash=event.get("output_hash", ""),
-        output_preview=event.get("output_preview", ""),
-        output_text=event.get("output_text", ""),
-    )
+    tried = {a["target"] for a in attempts if a["target"]}
+    return {
+        "request_id": event["request_id"],
+        "operation_id": event.get("operation_id", ""),
+        "created_at": _when(event["created_at"]),
+        "key_id": event.get("key_id"),
+        "key_name": event.get("key_name", ""),
+        "session_hash": event.get("session_hash", ""),
+        "session_source": event.get("session_source", ""),
+        "endpoint": event.get("endpoint", ""),
+        "requested_model": event.get("requested_model", ""),
+        "stream": event.get("stream", False),
+        "workload": event.get("workload", ""),
+        "deadline_ms": event.get("deadline_ms"),
+        "config_version": event.get("config_version"),
+        "tier_alias": tier.get("alias", ""),
+        "tier": tier.get("tier", ""),
+        "tier_target": tier.get("target", ""),
+        "score": tier.get("score"),
+        "signals": tier.get("signals", []),
+        "reasoning_shortcut": tier.get("reasoning_shortcut", False),
+        "tier_forced": tier.get("forced", False),
+        "tier_pinned": tier.get("pinned", False),
+        "tier_escalated": tier.get("escalated", False),
+        "pin_before": tier.get("pin_before", ""),
+        "virtual_model": selection.get("virtual_model", ""),
+        "strategy": selection.get("strategy", ""),
+        "winner": selection.get("winner", ""),
+        "selection_why": selection.get("why", ""),
+        "affinity": selection.get("affinity", ""),
+        "candidates": selection.get("candidates", []),
+        "skipped": selection.get("skipped", []),
+        "rejected": selection.get("rejected", []),
+        "nested_selections": selection.get("nested", []),
+        "target": event.get("target", ""),
+        "status": event.get("status"),
+        "error_class": event.get("error_class", ""),
+        "error_message": event.get("error_message", ""),
+        "validation": event.get("validation", ""),
+        "latency_ms": event.get("latency_ms", 0.0),
+        "ttfb_ms": event.get("ttfb_ms"),
+        "input_tokens": usage["input_tokens"],
+        "output_tokens": usage["output_tokens"],
+        "cached_input_tokens": usage["cached_input_tokens"],
+        "reasoning_tokens": usage["reasoning_tokens"],
+        "cost_usd": event.get("cost_usd"),
+        "attempt_count": min(len(attempts), 32767),
+        "fell_back": len(tried) > 1 or any(a["action"] == "fallback" for a in attempts),
+        "prompt_hash": event.get("prompt_hash", ""),
+        "prompt_preview": event.get("prompt_preview", ""),
+        "prompt_text": event.get("prompt_text", ""),
+        "output_hash": event.get("output_hash", ""),
+        "output_preview": event.get("output_preview", ""),
+        "output_text": event.get("output_text", ""),
+    }
 
 
-def _attempt_from_event(revision_id: int, attempt: Mapping[str, Any]) -> AttemptRecord:
+def attempt_values(revision_id: int, attempt: Mapping[str, Any]) -> dict[str, Any]:
+    """The AttemptRecord values of a prepared attempt, by attname (as ``revision_values``)."""
     usage = attempt["usage"]
     health = attempt.get("health") or {}
-    return AttemptRecord(
-        revision_id=revision_id,
-        seq=attempt["seq"],
-        attempt_id=attempt["attempt_id"],
-        target=attempt["target"],
-        provider=attempt["provider"],
-        status=attempt["status"],
-        error_class=attempt["error_class"],
-        reason=attempt["reason"],
-        action=attempt["action"],
-        validation=attempt["validation"],
-        latency_ms=attempt["latency_ms"],
-        ttfb_ms=attempt["ttfb_ms"],
-        input_tokens=usage["input_tokens"],
-        output_tokens=usage["output_tokens"],
-        cached_input_tokens=usage["cached_input_tokens"],
-        reasoning_tokens=usage["reasoning_tokens"],
-        cost_usd=attempt["cost_usd"],
-        health_status=health.get("status", ""),
-        health=health,
-    )
+    return {
+        "revision_id": revision_id,
+        "seq": attempt["seq"],
+        "attempt_id": attempt["attempt_id"],
+        "target": attempt["target"],
+        "provider": attempt["provider"],
+        "status": attempt["status"],
+        "error_class": attempt["error_class"],
+        "reason": attempt["reason"],
+        "action": attempt["action"],
+        "validation": attempt["validation"],
+        "latency_ms": attempt["latency_ms"],
+        "ttfb_ms": attempt["ttfb_ms"],
+        "input_tokens": usage["input_tokens"],
+        "output_tokens": usage["output_tokens"],
+        "cached_input_tokens": usage["cached_input_tokens"],
+        "reasoning_tokens": usage["reasoning_tokens"],
+        "cost_usd": attempt["cost_usd"],
+        "health_status": health.get("status", ""),
+        "health": health,
+    }
 
 
 def _insert(events: list[dict[str, Any]]) -> None:
@@ -126,74 +136,148 @@ def _insert(events: list[dict[str, Any]]) -> None:
     by_request: dict[str, dict[str, Any]] = {}
     for event in events:
         by_request.setdefault(event["request_id"], event)  # a batch may repeat an id after a replay
-    revisions = [revision_from_event(e) for e in by_request.values()]
-    _insert_ignoring_conflicts(AuditRevision, revisions)
-    ids = dict(
-        AuditRevision.objects.filter(request_id__in=list(by_request)).values_list("request_id", "id")
-    )
-    attempts = [
-        _attempt_from_event(ids[request_id], attempt)
+    connection = connections[router.db_for_write(AuditRevision)]
+    if connection.vendor == "postgresql":
+        _insert_postgresql(connection, by_request)
+    else:
+        _insert_orm(connection, by_request)
+
+
+def _attempt_rows(by_request: Mapping[str, Mapping[str, Any]], ids: Mapping[str, int]) -> list[dict[str, Any]]:
+    return [
+        attempt_values(ids[request_id], attempt)
         for request_id, event in by_request.items()
         for attempt in event.get("attempts") or []
     ]
-    _insert_ignoring_conflicts(AttemptRecord, attempts)
 
 
-def _insert_ignoring_conflicts(model: type[Model], rows: list[Any]) -> None:
-    """INSERT ... ON CONFLICT DO NOTHING for unsaved ``rows``.
+def _insert_orm(connection: BaseDatabaseWrapper, by_request: Mapping[str, Mapping[str, Any]]) -> None:
+    """Django's bulk_create, then the ids of every request id in the batch read back (the SQLite demo)."""
+    alias = connection.alias
+    revisions = [AuditRevision(**revision_values(event)) for event in by_request.values()]
+    AuditRevision.objects.using(alias).bulk_create(revisions, ignore_conflicts=True, batch_size=500)
+    ids = dict(
+        AuditRevision.objects.using(alias).filter(request_id__in=list(by_request)).values_list("request_id", "id")
+    )
+    attempts = [AttemptRecord(**values) for values in _attempt_rows(by_request, ids)]
+    AttemptRecord.objects.using(alias).bulk_create(attempts, ignore_conflicts=True, batch_size=500)
 
-    On PostgreSQL the rows travel as one JSON parameter expanded by ``jsonb_populate_recordset``: one short
-    statement instead of one placeholder per column and row, several times faster for a batch of hundreds.
-    Elsewhere (the SQLite demo) it is Django's bulk_create.
+
+def _insert_postgresql(connection: BaseDatabaseWrapper, by_request: Mapping[str, Mapping[str, Any]]) -> None:
+    """Revisions and then attempts, each one ``INSERT ... ON CONFLICT DO NOTHING`` statement.
+
+    The insert returns the ids of the revisions it stored; only the ids of request ids stored before (a
+    redelivery) are read back, so the attempts of a revision stored earlier without them still get linked.
+    """
+    revisions = [revision_values(event) for event in by_request.values()]
+    ids = dict(_insert_records(connection, AuditRevision, revisions, returning=("request_id", "id")))
+    stored_before = [request_id for request_id in by_request if request_id not in ids]
+    if stored_before:
+        ids.update(
+            AuditRevision.objects.using(connection.alias)
+            .filter(request_id__in=stored_before)
+            .values_list("request_id", "id")
+        )
+    _insert_records(connection, AttemptRecord, _attempt_rows(by_request, ids))
+
+
+@dataclasses.dataclass(frozen=True)
+class _InsertPlan:
+    """What inserting rows of one model needs, worked out once per model, database and RETURNING list."""
+
+    sql: str  # INSERT ... SELECT ... FROM jsonb_populate_recordset(...) ON CONFLICT DO NOTHING [RETURNING ...]
+    defaults: dict[str, Any]  # every column's default, for values a row leaves out (as Model(**values) does)
+    auto_now_add: tuple[str, ...]  # columns set to the time of the insert
+
+
+@functools.cache
+def _insert_plan(alias: str, model: type[Model], returning: tuple[str, ...]) -> _InsertPlan:
+    quote = connections[alias].ops.quote_name
+    fields = [f for f in model._meta.concrete_fields if not f.primary_key]
+    table = quote(model._meta.db_table)
+    columns = ", ".join(quote(f.column) for f in fields)
+    sql = (
+        f"INSERT INTO {table} ({columns}) SELECT {columns} "  # noqa: S608 - names come from the model
+        f"FROM jsonb_populate_recordset(NULL::{table}, %s::jsonb) ON CONFLICT DO NOTHING"
+    )
+    if returning:
+        sql += " RETURNING " + ", ".join(quote(column) for column in returning)
+    return _InsertPlan(
+        sql=sql,
+        defaults={f.column: f.get_default() for f in fields},
+        auto_now_add=tuple(f.column for f in fields if getattr(f, "auto_now_add", False)),
+    )
+
+
+def _json_value(value: Any) -> Any:
+    return value.isoformat() if isinstance(value, dt.datetime) else str(value)
+
+
+def _insert_records(
+    connection: BaseDatabaseWrapper,
+    model: type[Model],
+    rows: list[dict[str, Any]],
+    returning: tuple[str, ...] = (),
+) -> list[tuple[Any, ...]]:
+    """INSERT ... ON CONFLICT DO NOTHING of ``rows`` (values by column); the ``returning`` columns of the
+    rows actually inserted.
+
+    The rows travel as one JSON parameter expanded by ``jsonb_populate_recordset``: one short statement
+    instead of one placeholder per column and row, several times faster for a batch of hundreds. The rows
+    are plain dicts: building a model instance per row cost more CPU than the insert itself.
     """
     if not rows:
-        return
-    connection = connections[router.db_for_write(model)]
-    if connection.vendor != "postgresql":
-        model._default_manager.bulk_create(rows, ignore_conflicts=True, batch_size=500)
-        return
-    fields = [f for f in model._meta.concrete_fields if not f.primary_key]
-    now = timezone.now()
-    records = []
-    for row in rows:
-        record = {}
-        for field in fields:
-            if getattr(field, "auto_now_add", False) and getattr(row, field.attname) is None:
-                setattr(row, field.attname, now)
-            value = getattr(row, field.attname)
-            record[field.column] = value.isoformat() if isinstance(value, dt.datetime) else value
-        records.append(record)
-    table = connection.ops.quote_name(model._meta.db_table)
-    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
-    payload = json.dumps(records, ensure_ascii=False, allow_nan=False, default=str)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {table} ({columns}) SELECT {columns} "  # noqa: S608 - names come from the model
-            f"FROM jsonb_populate_recordset(NULL::{table}, %s::jsonb) ON CONFLICT DO NOTHING",
-            [payload],
-        )
+        return []
+    plan = _insert_plan(connection.alias, model, returning)
+    stamps = dict.fromkeys(plan.auto_now_add, timezone.now())
+    records = [{**plan.defaults, **row, **stamps} for row in rows]
+    # ASCII with \u escapes: faster to encode than UTF-8 text, and a lone surrogate (JSON lets a client send
+    # one in a prompt) becomes an escape PostgreSQL refuses as data, costing that one event, where the UTF-8
+    # encoder would fail the whole batch on every delivery.
+    payload = json.dumps(records, allow_nan=False, default=_json_value)
+    with _server_bound_cursor(connection) as cursor:
+        cursor.execute(plan.sql, [payload])
+        return cursor.fetchall() if returning else []
 
 
-def revisions_ingest(*, events: Iterable[Any]) -> int:
+def _server_bound_cursor(connection: BaseDatabaseWrapper) -> CursorWrapper:
+    """A cursor that sends its parameters apart from the statement.
+
+    Django's cursors bind parameters on the client, quoting them into the SQL text: for a batch's JSON
+    (hundreds of kB) that cost about eight times the CPU of sending it as it is. Django's wrapper still
+    translates the database's errors (IntegrityError, DataError, ...).
+    """
+    connection.ensure_connection()
+    return connection.make_cursor(psycopg.Cursor(connection.connection))
+
+
+def revisions_ingest(*, events: Iterable[Any], prepared: bool = False) -> int:
     """Store a batch of events exactly once each; the number of events in the batch.
+
+    Events are validated and redacted first (``prepare_event``), unless ``prepared`` says this process has
+    just done that itself (the publisher thread writing its own batches): whatever crossed a process
+    boundary, such as a Celery task's argument, must be prepared here.
 
     Connection-level errors (``OperationalError``, ``InterfaceError``) propagate: the caller retries the
     whole batch later. Any other database error means some event is unacceptable to the database; the batch
     is then stored event by event and an event that still fails is kept in UndeliverableEvent, so one bad
     event never blocks or loses the others.
     """
-    store_bodies = settings.AUDIT_STORE_BODIES
-    max_bytes = settings.AUDIT_BODY_MAX_BYTES
-    prepared = [prepare_event(e, store_bodies=store_bodies, max_bytes=max_bytes) for e in events]
-    if not prepared:
+    if prepared:
+        batch = list(events)
+    else:
+        store_bodies = settings.AUDIT_STORE_BODIES
+        max_bytes = settings.AUDIT_BODY_MAX_BYTES
+        batch = [prepare_event(e, store_bodies=store_bodies, max_bytes=max_bytes) for e in events]
+    if not batch:
         return 0
     try:
         with transaction.atomic():
-            _insert(prepared)
-        return len(prepared)
+            _insert(batch)
+        return len(batch)
     except _REFUSED as exc:
-        log.error("audit batch refused by the database (%s); storing its %d events one by one", exc, len(prepared))
-    for event in prepared:
+        log.error("audit batch refused by the database (%s); storing its %d events one by one", exc, len(batch))
+    for event in batch:
         try:
             with transaction.atomic():
                 _insert([event])
@@ -205,7 +289,7 @@ def revisions_ingest(*, events: Iterable[Any]) -> int:
                     error=str(exc)[:2000],
                     payload=json.dumps(event, ensure_ascii=True, default=str),
                 )
-    return len(prepared)
+    return len(batch)
 
 
 def config_revision_record(*, version: int, author: str, source: str, snapshot: dict[str, Any]) -> ConfigRevision:

@@ -1,13 +1,14 @@
 """Where the publisher thread delivers a batch: a Celery task through the broker, or the database directly.
 
 Both raise ``DeliveryError`` when a batch was not delivered; the publisher then spools it. A sink is used
-by the publisher thread only.
+by the publisher thread only, and is handed events the publisher has just prepared (``prepare_event``).
 
 - ``CelerySink`` publishes ``audit.tasks.ingest_events`` with ``retry=False`` and the broker timeouts from
   settings, on a helper thread the publisher waits for at most ``timeout`` seconds: a broker that accepts
   the connection and then never answers costs one bounded wait, not the publisher. An abandoned publish
   that completes late only delivers a batch twice, which the worker ignores.
-- ``DatabaseSink`` (no ``CELERY_BROKER_URL``: the demo) inserts with the ORM on the publisher thread.
+- ``DatabaseSink`` (no ``CELERY_BROKER_URL``: the demo) inserts on the publisher thread, without preparing
+  the events a second time.
 """
 
 from __future__ import annotations
@@ -105,7 +106,7 @@ class DatabaseSink:
         from audit.services import revisions_ingest
 
         try:
-            revisions_ingest(events=batch)
+            revisions_ingest(events=batch, prepared=True)
         except Exception as exc:
             self._reset()
             raise DeliveryError(f"{type(exc).__name__}: {exc}") from exc

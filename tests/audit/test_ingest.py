@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import time
 from pathlib import Path
 from typing import Any
 
@@ -119,3 +120,118 @@ def test_without_a_broker_the_publisher_thread_writes_to_the_database(tmp_path: 
     assert publisher.shutdown(10)
     assert AuditRevision.objects.count() == 45
     assert list(tmp_path.glob("audit-*.jsonl")) == []
+
+
+def _columns(model: type[Any], rows: Any, skip: set[str]) -> list[dict[str, Any]]:
+    names = [f.attname for f in model._meta.concrete_fields if f.attname not in skip]
+    return [{name: getattr(row, name) for name in names} for row in rows]
+
+
+@pytest.mark.django_db
+def test_the_postgresql_insert_stores_exactly_what_the_orm_insert_stores() -> None:
+    from django.db import connection, transaction
+
+    raws = [make_event("x", created_at=1764460000.5), make_event("y", tier=None, selection=None, attempts=[],
+                                                                   status="502", error_message="upstream said no")]
+    events = [services.prepare_event(e, store_bodies=True, max_bytes=100) for e in raws]
+    with transaction.atomic():
+        for path, insert in (("pg", services._insert_postgresql), ("orm", services._insert_orm)):
+            renamed = [{**e, "request_id": f"{path}-{e['request_id']}"} for e in events]
+            insert(connection, {e["request_id"]: e for e in renamed})
+    skip = {"id", "request_id", "received_at"}
+    for name in ("x", "y"):
+        pg = AuditRevision.objects.filter(request_id=f"pg-{name}")
+        orm = AuditRevision.objects.filter(request_id=f"orm-{name}")
+        assert _columns(AuditRevision, pg, skip) == _columns(AuditRevision, orm, skip)
+        assert _columns(AttemptRecord, AttemptRecord.objects.filter(revision__in=pg), {"id", "revision_id"}) == \
+            _columns(AttemptRecord, AttemptRecord.objects.filter(revision__in=orm), {"id", "revision_id"})
+    assert AttemptRecord.objects.filter(revision__request_id="pg-x").count() == 2
+    assert AuditRevision.objects.get(request_id="pg-y").status == 502
+
+
+@pytest.mark.django_db
+def test_a_redelivered_batch_changes_nothing_even_mixed_with_new_events() -> None:
+    services.revisions_ingest(events=[make_event("a"), make_event("b", attempts=[])])
+    before = _columns(AuditRevision, AuditRevision.objects.order_by("id"), set())
+    attempts_before = _columns(AttemptRecord, AttemptRecord.objects.order_by("id"), set())
+    changed_copy = make_event("a", status=500, attempts=[])  # a redelivery can never change a stored revision
+    services.revisions_ingest(events=[changed_copy, make_event("b", attempts=[]), make_event("c")])
+    assert _columns(AuditRevision, AuditRevision.objects.filter(request_id__in=["a", "b"]).order_by("id"),
+                    set()) == before
+    assert _columns(AttemptRecord, AttemptRecord.objects.filter(revision__request_id="a").order_by("id"),
+                    set()) == attempts_before
+    assert AttemptRecord.objects.filter(revision__request_id="c").count() == 2
+
+
+@pytest.mark.django_db
+def test_the_publisher_thread_does_not_prepare_its_events_again_but_the_worker_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[Any] = []
+    prepare = services.prepare_event
+
+    def counting(raw: Any, **kwargs: Any) -> dict[str, Any]:
+        calls.append(raw)
+        return prepare(raw, **kwargs)
+
+    monkeypatch.setattr(services, "prepare_event", counting)
+    prepared = [prepare(make_event(f"sink-{i}"), store_bodies=False, max_bytes=100) for i in range(3)]
+    DatabaseSink().send(prepared)
+    assert calls == []
+    tasks.ingest_events.run([make_event("task-1"), make_event("task-2")])
+    assert len(calls) == 2
+    assert AuditRevision.objects.filter(request_id__startswith="sink-").count() == 3
+    assert AttemptRecord.objects.filter(revision__request_id__startswith="task-").count() == 4
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_spooled_batch_is_prepared_again_before_the_database_sink_stores_it(tmp_path: Path) -> None:
+    old = Spool(tmp_path)  # what another process, maybe of another version, left: not a prepared batch
+    old.append([make_event("spooled-raw", prompt_text="mail bob@example.com", status="503"), "junk"])
+    old.close()
+    publisher = Publisher(
+        sink_factory=DatabaseSink, spool=Spool(tmp_path), batch_size=20, batch_seconds=0.1, max_buffer=1000,
+        store_bodies=False, body_max_bytes=1024,
+    )
+    publisher.start()
+    assert publisher.shutdown(10)
+    assert list(tmp_path.glob("audit-*.jsonl")) == []
+    stored = AuditRevision.objects.get(request_id="spooled-raw")
+    assert stored.status == 503 and stored.prompt_text == "" and "[email]" in stored.prompt_preview
+    assert AuditRevision.objects.filter(validation="malformed_event").count() == 1
+
+
+@pytest.mark.django_db
+def test_a_lone_surrogate_costs_only_its_own_event() -> None:
+    # json.loads lets a client put a lone surrogate in a prompt; UTF-8 cannot encode it.
+    services.revisions_ingest(events=[make_event("fine-1"), make_event("surrogate", prompt_text="hi \ud800 there"),
+                                      make_event("fine-2")])
+    assert set(AuditRevision.objects.values_list("request_id", flat=True)) == {"fine-1", "fine-2"}
+    assert UndeliverableEvent.objects.get().request_id == "surrogate"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("field", ["created_at", "latency_ms", "cost_usd"])
+def test_a_number_beyond_range_is_neutralised_not_raised(field: str) -> None:
+    raw = make_event(**{field: 10**400})
+    event = services.prepare_event(raw, store_bodies=False, max_bytes=100)
+    assert services.revisions_ingest(events=[raw]) == 1
+    row = AuditRevision.objects.get(request_id=event["request_id"])
+    if field == "created_at":
+        assert abs(row.created_at.timestamp() - time.time()) < 60  # the time of arrival stands in
+    else:
+        assert getattr(row, field) in (None, 0.0)
+
+
+@pytest.mark.django_db
+def test_a_date_past_year_9999_is_replaced_by_the_time_of_arrival() -> None:
+    raw = make_event(created_at=1e12)
+    assert services.revisions_ingest(events=[raw]) == 1
+    assert AuditRevision.objects.get(request_id=raw["request_id"]).created_at.year == time.gmtime().tm_year
+
+
+def test_an_event_without_an_id_and_with_unsortable_keys_still_gets_one() -> None:
+    raw = {1: "one", "a": "b", "created_at": 1_700_000_000.0}
+    first = services.prepare_event(raw, store_bodies=False, max_bytes=100)
+    second = services.prepare_event(dict(raw), store_bodies=False, max_bytes=100)
+    assert first["request_id"].startswith("derived-") and first["request_id"] == second["request_id"]

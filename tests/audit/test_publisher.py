@@ -70,8 +70,9 @@ def wait_until(condition: Any, timeout: float = WAIT) -> bool:
 def spooled_ids(spool_dir: Path) -> list[str]:
     ids = []
     for path in sorted(spool_dir.glob("audit-*.jsonl")):
-        for line in path.read_bytes().splitlines():
-            ids += [e["request_id"] for e in json.loads(line)]
+        for line in path.read_bytes().splitlines(keepends=True):
+            if line.endswith(b"\n"):  # a line still being written is not spooled yet (as replay sees it)
+                ids += [e["request_id"] for e in json.loads(line)]
     return ids
 
 

@@ -42,6 +42,32 @@ def test_it_masks_anything_that_looks_like_a_credential(text: str, leaked: str) 
     assert "[secret]" in masked
 
 
+# Shaped like real credentials, assembled so the source itself holds nothing key-shaped. Each is caught by one
+# pattern only (no digits: the long-token rule leaves it alone), so each pattern's cheap gate is exercised.
+LETTERS = "abcdefghij" * 3
+
+
+@pytest.mark.parametrize(
+    "credential",
+    ["sk" + "-" + LETTERS[:16], "AK" + "IA" + "ABCDEFGHIJKLMNOP", "AI" + "za" + LETTERS, "gh" + "p_" + LETTERS,
+     "gh" + "s_" + LETTERS, "xo" + "xb-" + LETTERS[:12], "ey" + "J" + LETTERS[:12] + "." + LETTERS[:10] + "." + LETTERS,
+     "BeArEr " + LETTERS[:8]],
+)
+def test_each_credential_pattern_masks_its_credential_anywhere_in_the_text(credential: str) -> None:
+    assert mask_secrets(f"sent {credential} upstream") == "sent [secret] upstream"
+    long_text = "a perfectly ordinary sentence, " * 20
+    assert mask_secrets(f"{long_text}{credential}") == f"{long_text}[secret]"
+
+
+@pytest.mark.parametrize(
+    "text, masked",
+    [("password: " + LETTERS, "password: [secret]"), ("the token = " + LETTERS, "the token = [secret]"),
+     ("password " + LETTERS, "password " + LETTERS), ("ghp " + LETTERS, "ghp " + LETTERS)],
+)
+def test_named_credentials_need_a_separator(text: str, masked: str) -> None:
+    assert mask_secrets(text) == masked
+
+
 @pytest.mark.parametrize(
     "text",
     ["model anthropic/claude-3-5-sonnet-20241022 not found", "meta-llama-3-1-405b-instruct-turbo-v2 overloaded",
