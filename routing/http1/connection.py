@@ -70,6 +70,7 @@ class Connection(asyncio.Protocol):
             self.close()
 
     def eof_received(self) -> bool:
+        self.closed = True  # not to be handed out again, even before connection_lost arrives
         return False  # close the transport; connection_lost follows
 
     def connection_lost(self, exc: Exception | None) -> None:
