@@ -339,6 +339,10 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 }
 CELERY_BROKER_HEARTBEAT = 10
 CELERY_TASK_ALWAYS_EAGER = False
+# Celery's Django fix-up closes the database connection around every task, and in a prefork worker with
+# the psycopg pool it closes the pool too: one new PostgreSQL connection per audit batch. With this it
+# keeps them for 1,000 tasks (a connection that died is still replaced: ingest resets it and retries).
+CELERY_DB_REUSE_MAX = 1000
 CELERY_BEAT_SCHEDULE = {
     "audit-retention": {"task": "audit.tasks.purge_old_revisions", "schedule": 3600.0},
 }
