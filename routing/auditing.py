@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from routing.attempt import _usage_dict
 
 if TYPE_CHECKING:
-    from routing.engine import Call, Journey
+    from routing.journey import Call, Journey
 
 log = logging.getLogger("gomodel.audit")
 

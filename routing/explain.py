@@ -20,7 +20,7 @@ from routing.state import GatewayState, state
 from routing.tiers import TIER_PIN_NAMESPACE, verdict_for
 
 if TYPE_CHECKING:
-    from routing.engine import Call
+    from routing.journey import Call
 
 
 async def explain_call(call: Call) -> dict[str, Any]:

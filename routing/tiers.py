@@ -19,7 +19,7 @@ from routing.errors import GatewayError
 from routing.state import state
 
 if TYPE_CHECKING:
-    from routing.engine import Call
+    from routing.journey import Call
 
 TIER_PIN_NAMESPACE = "tier"
 
