@@ -25,9 +25,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
+
+from routing.core import body_fields
+from routing.core.body_fields import ToolSpec  # re-exported: a part of Features
+from routing.core.code_evidence import code_evidence
 
 Shape = Literal["openai", "anthropic"]
 
@@ -36,8 +39,6 @@ CHARS_PER_TOKEN = 4
 IMAGE_TOKEN_ALLOWANCE = 1_000
 
 _SYSTEM_ROLES = frozenset({"system", "developer"})
-_REASONING_EFFORTS = frozenset({"medium", "high", "xhigh", "max"})
-_THINKING_TYPES = frozenset({"enabled", "adaptive"})
 _ATTACHMENT_KINDS = {
     "image_url": "image",  # OpenAI
     "input_image": "image",
@@ -48,53 +49,6 @@ _ATTACHMENT_KINDS = {
     "document": "file",  # Anthropic
 }
 _TOOL_CALL_BLOCKS = frozenset({"tool_use", "server_tool_use"})
-
-# Code and diagnostics. A fenced block (```) and Go's "panic:" count anywhere; every other diagnostic counts
-# at the start of a line (after spaces or tabs), where git, compilers and runtimes print it. Why this shape:
-# ``_LINE_START`` begins with a newline, which the regex engine finds with a fast scan, and then tests a few
-# literals, so the whole text costs about one pass plus a little per line, where a dozen substring searches
-# or a general multi-line regex would cost ten times more. A rule's regex runs only on a line that starts
-# with its prefix and contains its marker, reads at most ``_MAX_LINE_CHARS`` characters, and has no nested
-# quantifiers, so a text of nothing but "at ..." lines stays cheap too.
-# (prefix, marker the line must contain, regex the line must match or None, evidence)
-_LINE_RULES: tuple[tuple[str, str, re.Pattern[str] | None, str], ...] = (
-    ("diff --git ", "", None, "diff --git"),
-    ("@@ -", " @@", re.compile(r"@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@"), "unified diff"),
-    ("Traceback (most recent call last)", "", None, "Python traceback"),
-    ('File "', '", line ', re.compile(r'File "[^"]+", line \d+'), "Python traceback"),
-    ("goroutine ", " [", re.compile(r"goroutine \d+ \["), "Go stack trace"),
-    ("thread '", "' panicked at ", re.compile(r"thread '[^']*' panicked at "), "Rust panic"),
-    ('Exception in thread "', "", None, "Java exception"),
-    (
-        "at ",
-        ")",
-        re.compile(r"at [\w$.<>/-]++\((?:[\w$-]++\.(?:java|kt|scala|groovy)(?::\d+)?|Native Method|Unknown Source)\)"),
-        "JVM stack trace",
-    ),
-    (
-        "at ",
-        ":",
-        re.compile(r"at (?:(?:async |new )?[^\s()]++(?: \[as [^\]\s]++\])? \()?[^\s()]+:\d+:\d+\)?"),
-        "JavaScript stack trace",
-    ),
-    ("at ", ":line ", re.compile(r"at [^\s(]++\([^)]*+\) in .+:line \d+"), ".NET stack trace"),
-)
-_MAX_LINE_CHARS = 2_000  # a real stack frame or hunk header is far shorter
-_RULES_BY_PREFIX: dict[str, list[tuple[str, str, re.Pattern[str] | None, str]]] = {}
-for _rule in _LINE_RULES:
-    _RULES_BY_PREFIX.setdefault(_rule[0], []).append(_rule)
-# The prefix is captured, so a candidate line is checked against its own rules only.
-_LINE_START = re.compile("\n[ \t]*+(?=(" + "|".join(re.escape(prefix) for prefix in _RULES_BY_PREFIX) + "))")
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class ToolSpec:
-    """One declared tool: its name, kind and the JSON schema of its arguments (None when it has none)."""
-
-    name: str
-    kind: str  # "function", "custom", or an Anthropic server tool type such as "web_search_20250305"
-    parameters: Mapping[str, Any] | None
-    description: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -162,14 +116,14 @@ def extract_features(body: Mapping[str, Any], shape: Shape) -> Features:
     attachments = tuple(walk.attachments)
     fields = _DEFAULT_FIELDS.copy()
     fields["shape"] = shape
-    fields["model"] = _text_field(body.get("model")) or ""
+    fields["model"] = body_fields.text_field(body.get("model")) or ""
     fields["total_chars"] = total_chars
     fields["latest_user_text"] = "\n".join(walk.latest_user_texts)
     fields["message_count"] = walk.turns
     fields["raw_message_count"] = len(messages) if isinstance(messages, list) else 0
     fields["attachments"] = attachments
     fields["modalities"] = _modalities(attachments, total_chars)
-    fields["code_evidence"] = _code_evidence(scanned)
+    fields["code_evidence"] = code_evidence(scanned)
     fields["stream"] = body.get("stream") is True
     fields["estimated_input_tokens"] = (
         -(-total_chars // CHARS_PER_TOKEN) + attachments.count("image") * IMAGE_TOKEN_ALLOWANCE
@@ -222,20 +176,21 @@ _OPTIONAL_KEYS = frozenset({
 def _read_optional_fields(body: Mapping[str, Any], fields: dict[str, Any]) -> None:
     """Set in ``fields`` what the body's optional keys say; each reader runs only when its keys are present."""
     if "tools" in body or "functions" in body:
-        fields["tools"] = _tools(body.get("tools")) + _tools(body.get("functions"))
+        fields["tools"] = body_fields.tools(body.get("tools")) + body_fields.tools(body.get("functions"))
     if "tool_choice" in body or "function_call" in body:
-        fields["tool_choice"], fields["forced_tool"] = _tool_choice(body)
+        fields["tool_choice"], fields["forced_tool"] = body_fields.tool_choice(body)
     if "response_format" in body or "output_format" in body or "output_config" in body:
-        fields["structured_output"], fields["output_schema"], fields["output_schema_strict"] = _structured_output(body)
+        structured = body_fields.structured_output(body)
+        fields["structured_output"], fields["output_schema"], fields["output_schema_strict"] = structured
     if "reasoning_effort" in body or "reasoning" in body or "thinking" in body:
-        fields["reasoning"] = _reasoning(body)
-    fields["max_output_tokens"] = _max_output_tokens(body)
+        fields["reasoning"] = body_fields.reasoning(body)
+    fields["max_output_tokens"] = body_fields.max_output_tokens(body)
     metadata = body.get("metadata")
     if isinstance(metadata, dict):
-        fields["metadata_user_id"] = _text_field(metadata.get("user_id"))
+        fields["metadata_user_id"] = body_fields.text_field(metadata.get("user_id"))
     for key in ("session_id", "prompt_cache_key", "user"):
         if key in body:
-            fields[key] = _text_field(body[key])
+            fields[key] = body_fields.text_field(body[key])
 
 
 _TEXT_ONLY = frozenset({"text"})
@@ -414,135 +369,3 @@ def _add_leaves(value: object, out: list[str]) -> None:
             stack.extend(item)
 
 
-def _code_evidence(text: str) -> str:
-    """What shows code or diagnostics in ``text``, where every line follows a newline: the first rule that fires,
-    or ""."""
-    # A one-character test is a memchr, far cheaper than a substring search, and usually answers alone.
-    if "`" in text and "```" in text:
-        return "fenced code block"
-    if ":" in text and "panic:" in text:
-        return "panic:"
-    match = _LINE_START.search(text)
-    while match:  # searched again from where the last match ended: a third cheaper than ``finditer``
-        start = match.end()
-        end = text.find("\n", start, start + _MAX_LINE_CHARS)
-        line = text[start : end if end >= 0 else start + _MAX_LINE_CHARS]
-        for _prefix, marker, pattern, evidence in _RULES_BY_PREFIX[match.group(1)]:
-            if marker in line and (pattern is None or pattern.match(line)):
-                return evidence
-        match = _LINE_START.search(text, start)
-    return ""
-
-
-def _tools(entries: object) -> tuple[ToolSpec, ...]:
-    if not isinstance(entries, list):
-        return ()
-    tools: list[ToolSpec] = []
-    for entry in entries:
-        if not isinstance(entry, dict):
-            continue
-        kind = entry.get("type") if isinstance(entry.get("type"), str) else "function"
-        spec: dict[str, Any] = entry
-        parameters: object = None
-        if isinstance(entry.get("function"), dict):  # OpenAI {"type": "function", "function": {...}}
-            spec = entry["function"]
-            parameters = spec.get("parameters")
-        elif isinstance(entry.get("custom"), dict):  # OpenAI custom (free-form) tool
-            spec = entry["custom"]
-        else:  # Anthropic {"name", "input_schema"} or legacy OpenAI functions {"name", "parameters"}
-            parameters = entry.get("input_schema", entry.get("parameters"))
-            if kind == "custom":
-                kind = "function"
-        tools.append(
-            ToolSpec(
-                name=_text_field(spec.get("name")) or "",
-                kind=str(kind),
-                parameters=parameters if isinstance(parameters, dict) else None,
-                description=_text_field(spec.get("description")) or "",
-            )
-        )
-    return tuple(tools)
-
-
-def _tool_choice(body: Mapping[str, Any]) -> tuple[str | None, str | None]:
-    """(choice, forced tool name), normalised across shapes: Anthropic "any" is "required"."""
-    choice = body.get("tool_choice", body.get("function_call"))
-    if isinstance(choice, str):
-        normal = {"auto": "auto", "none": "none", "required": "required", "any": "required"}.get(choice)
-        return normal, None
-    if not isinstance(choice, dict):
-        return None, None
-    kind = choice.get("type")
-    if kind in ("auto", "none"):
-        return str(kind), None
-    if kind == "any":
-        return "required", None
-    if kind == "allowed_tools":
-        allowed = choice.get("allowed_tools")
-        mode = allowed.get("mode") if isinstance(allowed, dict) else None
-        return ("required" if mode == "required" else "auto"), None
-    for holder in (choice.get("function"), choice.get("custom"), choice):
-        if isinstance(holder, dict) and isinstance(holder.get("name"), str):
-            return "tool", holder["name"]
-    return None, None
-
-
-def _structured_output(body: Mapping[str, Any]) -> tuple[str, Mapping[str, Any] | None, bool]:
-    """(kind, schema, strict) from ``response_format`` (OpenAI), ``output_format`` or ``output_config``."""
-    response_format = body.get("response_format")
-    if isinstance(response_format, dict):
-        kind = response_format.get("type")
-        if kind == "json_object":
-            return "json_object", None, False
-        if kind == "json_schema":
-            holder = response_format.get("json_schema")
-            if not isinstance(holder, dict):
-                return "json_schema", None, False
-            schema = holder.get("schema")
-            return "json_schema", schema if isinstance(schema, dict) else None, holder.get("strict") is True
-    output_config = body.get("output_config")
-    config_format = output_config.get("format") if isinstance(output_config, dict) else None
-    for output_format in (body.get("output_format"), config_format):
-        if isinstance(output_format, dict) and output_format.get("type") == "json_schema":
-            schema = output_format.get("schema")
-            # Anthropic constrains decoding to the schema, so its structured output is always strict.
-            return "json_schema", schema if isinstance(schema, dict) else None, True
-    return "", None, False
-
-
-def _reasoning(body: Mapping[str, Any]) -> str:
-    """How the body asks for reasoning, "" if not; both shapes' fields are read (LiteLLM-style clients
-    send ``thinking`` to OpenAI routes)."""
-    effort = body.get("reasoning_effort")
-    if isinstance(effort, str) and effort.lower() in _REASONING_EFFORTS:
-        return f"reasoning_effort={effort.lower()}"
-    reasoning = body.get("reasoning")
-    if isinstance(reasoning, dict):
-        effort = reasoning.get("effort")
-        if isinstance(effort, str) and effort.lower() in _REASONING_EFFORTS:
-            return f"reasoning.effort={effort.lower()}"
-    thinking = body.get("thinking")
-    if isinstance(thinking, dict):
-        kind = thinking.get("type")
-        if isinstance(kind, str) and kind.lower() in _THINKING_TYPES:
-            return f"thinking={kind.lower()}"
-    return ""
-
-
-def _max_output_tokens(body: Mapping[str, Any]) -> int | None:
-    """OpenAI's ``max_completion_tokens`` wins over the older ``max_tokens`` (Anthropic's only field)."""
-    newer = _int_field(body.get("max_completion_tokens"))
-    return newer if newer is not None else _int_field(body.get("max_tokens"))
-
-
-def _text_field(value: object) -> str | None:
-    """A non-empty string field (an integer id is taken as its decimal text), else None."""
-    if isinstance(value, str):
-        return value if value.strip() else None
-    if isinstance(value, int) and not isinstance(value, bool):
-        return str(value)
-    return None
-
-
-def _int_field(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
