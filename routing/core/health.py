@@ -2,7 +2,7 @@
 
 Each concrete target (a provider model) has one ``TargetHealth`` per process. It holds
 
-- a peak-EWMA latency estimate (time to first byte for streams), fed by every attempt;
+- a peak-EWMA latency estimate (time to first byte for streams), fed by every attempt (``latency``);
 - the number of attempts in flight;
 - one circuit breaker, which *is* the cooldown: there is no second notion of "suppressed".
 
@@ -30,123 +30,53 @@ unsupported parameter).
 
 Time is a parameter (``now``, seconds on one clock; the wall clock keeps ``cooldown_until`` displayable).
 Not thread-safe: one event loop owns a registry.
+
+The rules live in ``health_config`` (HealthConfig), the failure classification in ``cooldown``, the read
+side (status words, Vitals, TargetStateView) in ``vitals``; every name stays importable from here.
 """
 
 from __future__ import annotations
 
-import math
 from collections import OrderedDict
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import Literal
 
-from routing.core.errors import TARGET_FAULT_REASONS, AttemptOutcome, ErrorClass
-from routing.core.table import RoutingSettings
+from routing.core.cooldown import (
+    LOCKOUT_STATUSES,
+    RATE_LIMIT_STATUSES,
+    CooldownStarted,
+    FailureKind,
+    Trigger,
+    failure_kind,
+)
+from routing.core.errors import AttemptOutcome
+from routing.core.health_config import HealthConfig
+from routing.core.latency import PeakEwmaLatency
+from routing.core.vitals import COOLING, HEALTHY, PROBING, Status, TargetStateView, Vitals
 
-Status = Literal["healthy", "cooling", "probing"]
+__all__ = [
+    "COOLING",
+    "HEALTHY",
+    "LOCKOUT_STATUSES",
+    "PROBING",
+    "RATE_LIMIT_STATUSES",
+    "Admission",
+    "CooldownStarted",
+    "FailureKind",
+    "HealthConfig",
+    "HealthRegistry",
+    "Status",
+    "TargetHealth",
+    "TargetStateView",
+    "Trigger",
+    "Vitals",
+    "failure_kind",
+]
+
 Admission = Literal["attempt", "probe", "refused"]
-# How a failure trips the breaker; None: the failure says nothing about the target.
-FailureKind = Literal["rate_limited", "lockout", "transient", "invalid"]
-Trigger = Literal["rate_limited", "lockout", "failures", "invalid_responses", "probe_failed"]
-# What the selector reads per target, as one tuple because it is read per candidate per request:
-# (status, latency estimate or None when never measured, attempts in flight, cooldown_until, available).
-Vitals = tuple[Status, float | None, int, float | None, bool]
-
-HEALTHY: Status = "healthy"
-COOLING: Status = "cooling"
-PROBING: Status = "probing"
-
-RATE_LIMIT_STATUSES = frozenset({429})
-LOCKOUT_STATUSES = frozenset({401, 403, 404})  # the reasons are errors.TARGET_FAULT_REASONS
 
 
-@dataclass(frozen=True, slots=True)
-class HealthConfig:
-    """The rules of the health model. Only the cooldown lengths come from settings; the rest are defaults."""
-
-    cooldown_base_s: float = 30.0
-    cooldown_max_s: float = 300.0
-    failures_before_cooldown: int = 3  # transient or ambiguous failures in a row (5xx, connect, timeout, cut)
-    invalid_before_cooldown: int = 5  # invalid responses in a row (partly the request's fault: more lenient)
-    latency_decay_s: float = 10.0  # EWMA time constant: a sample's weight is 1 - exp(-gap / this)
-    failure_latency_factor: float = 2.0  # a failure counts as at least this multiple of the current estimate
-    failure_latency_floor_s: float = 1.0  # ... and at least this long, so a target that fails fast looks slow
-    failure_latency_cap_s: float = 120.0  # the penalty never grows past this (a longer observed time counts)
-    half_open_probes: int = 1  # attempts allowed at a time once the cooldown is over
-    successes_to_close: int = 1  # probe successes that close the breaker
-    probe_lease_s: float = 600.0  # a probe slot never released (a lost attempt) frees itself after this
-
-    def __post_init__(self) -> None:
-        if not 0 < self.cooldown_base_s <= self.cooldown_max_s:
-            raise ValueError("cooldown_base_s must be > 0 and <= cooldown_max_s")
-        if self.failures_before_cooldown < 1 or self.invalid_before_cooldown < 1:
-            raise ValueError("failure thresholds must be >= 1")
-        if self.latency_decay_s <= 0:
-            raise ValueError("latency_decay_s must be > 0")
-        if self.failure_latency_factor < 1 or self.failure_latency_floor_s < 0:
-            raise ValueError("failure_latency_factor must be >= 1 and failure_latency_floor_s >= 0")
-        if self.half_open_probes < 1 or self.successes_to_close < 1 or self.probe_lease_s <= 0:
-            raise ValueError("half_open_probes, successes_to_close and probe_lease_s must be positive")
-
-    @staticmethod
-    def from_settings(settings: RoutingSettings) -> HealthConfig:
-        """The config for the PRO_ROUTING_COOLDOWN_BASE / _MAX values in force."""
-        return HealthConfig(cooldown_base_s=settings.cooldown_base_s, cooldown_max_s=settings.cooldown_max_s)
-
-    def cooldown_for(self, level: int) -> float:
-        """Cooldown for trip ``level`` (from 0) since the breaker last closed: base, doubled, capped."""
-        if level >= 64:  # far past any cap; keeps the shift small
-            return self.cooldown_max_s
-        return min(self.cooldown_max_s, self.cooldown_base_s * (1 << level))
-
-
-@dataclass(frozen=True, slots=True)
-class CooldownStarted:
-    """What ``TargetHealth.record`` returns when it opened the breaker: for metrics, audit, shared stores."""
-
-    target: str
-    trigger: Trigger
-    reason: str  # the outcome's reason word
-    duration_s: float
-    until: float
-    level: int  # trips since the breaker last closed, this one included
-
-
-@dataclass(frozen=True, slots=True)
-class TargetStateView:
-    """A frozen copy of one target's health at ``now``: for the admin page, the audit event and metrics.
-
-    It also answers ``vitals`` so the selector (and the explain endpoint) can rank over frozen copies.
-    """
-
-    name: str
-    status: Status
-    available: bool
-    latency_estimate_s: float | None = None
-    in_flight: int = 0
-    cooldown_until: float | None = None
-    cooldown_level: int = 0
-    consecutive_failures: int = 0
-    last_error_reason: str | None = None
-    probes_in_flight: int = 0
-
-    def __post_init__(self) -> None:
-        # The selector trusts "no cooldown_until" to mean healthy and available, as it does for live health.
-        if (self.status == HEALTHY) != (self.cooldown_until is None):
-            raise ValueError("cooldown_until is set exactly when the status is cooling or probing")
-        if self.available != (self.status == HEALTHY) and self.status != PROBING:
-            raise ValueError("a healthy target is available and a cooling one is not")
-
-    def vitals(self, now: float) -> Vitals:
-        """The selector's inputs as frozen at snapshot time (``now`` is ignored)."""
-        return (self.status, self.latency_estimate_s, self.in_flight, self.cooldown_until, self.available)
-
-    def as_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready fields, for the audit event."""
-        return asdict(self)
-
-
-class TargetHealth:
+class TargetHealth(PeakEwmaLatency):
     """The health of one target in this process. Mutable; every method takes ``now``.
 
     The engine's side of the contract, per attempt: ``begin`` (refused while cooling or when no probe slot is
@@ -156,8 +86,6 @@ class TargetHealth:
     __slots__ = (
         "name",
         "config",
-        "latency_estimate_s",
-        "last_sample_at",
         "in_flight",
         "cooldown_until",
         "cooldown_level",
@@ -276,24 +204,6 @@ class TargetHealth:
 
     # -- outcomes ------------------------------------------------------------------------------------------
 
-    def observe_latency(self, sample_s: float, now: float) -> None:
-        """Feed one latency sample into the peak EWMA.
-
-        A sample above the estimate replaces it at once (the peak). A lower one is blended in with weight
-        ``1 - exp(-gap / latency_decay_s)``, where ``gap`` is the time since the previous sample: the estimate
-        decays exponentially with time, not with the number of samples, so a burst of fast answers arriving
-        together cannot erase a slow one, and a stale estimate is replaced by the first fresh sample.
-        """
-        sample = max(sample_s, 0.0)
-        estimate = self.latency_estimate_s
-        last = self.last_sample_at
-        if estimate is None or last is None or sample >= estimate:
-            self.latency_estimate_s = sample
-        else:
-            keep = math.exp(-max(now - last, 0.0) / self.config.latency_decay_s)
-            self.latency_estimate_s = estimate * keep + sample * (1.0 - keep)
-        self.last_sample_at = now if last is None else max(last, now)
-
     def record(self, outcome: AttemptOutcome, now: float) -> CooldownStarted | None:
         """Apply one attempt's outcome; returns the cooldown it started, if any.
 
@@ -358,15 +268,6 @@ class TargetHealth:
             self._probe_leases = []
             self._probe_successes = 0
 
-    def _penalised(self, observed_s: float) -> float:
-        config = self.config
-        estimate = self.latency_estimate_s or 0.0
-        penalty = min(
-            config.failure_latency_cap_s,
-            max(estimate * config.failure_latency_factor, config.failure_latency_floor_s),
-        )
-        return max(observed_s, penalty)
-
     def _duration(self, kind: FailureKind, outcome: AttemptOutcome, level: int) -> float:
         config = self.config
         duration = config.cooldown_max_s if kind == "lockout" else config.cooldown_for(level)
@@ -412,26 +313,6 @@ class TargetHealth:
             return 0
         lease_s = self.config.probe_lease_s
         return sum(1 for started in leases if now - started < lease_s)
-
-
-def failure_kind(outcome: AttemptOutcome) -> FailureKind | None:
-    """How a failed outcome counts against its target; None when it says nothing about the target.
-
-    Only outcomes that ``punishes_target`` count: never PERMANENT (the client's own bad request), never an
-    INCOMPATIBLE reason about this one request (context overflow, unsupported parameter; also a 429 that
-    says the request alone exceeds the rate limit). Then: 429 / ``rate_limited`` trips at once; 401/403/404
-    / ``auth`` / ``not_found`` / ``quota`` lock the target out for the maximum; INVALID_RESPONSE has its own
-    run; the rest (TRANSIENT and AMBIGUOUS: 5xx, overloaded, connect, timeout, stream cut) is transient.
-    """
-    if not outcome.punishes_target:
-        return None
-    if outcome.reason == "rate_limited" or outcome.status in RATE_LIMIT_STATUSES:
-        return "rate_limited"
-    if outcome.reason in TARGET_FAULT_REASONS or outcome.status in LOCKOUT_STATUSES:
-        return "lockout"
-    if outcome.error_class is ErrorClass.INVALID_RESPONSE:
-        return "invalid"
-    return "transient"
 
 
 class HealthRegistry:

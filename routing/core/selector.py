@@ -21,118 +21,53 @@ while it is available and released only when it is not; a single available targe
 
 The code favours flat loops over index-aligned lists: an adaptive pick over 8 targets must stay within
 10 microseconds (``bench/micro_selector.py``).
+
+``Candidate`` lives in ``candidate``, ``SelectorConfig`` and the adaptive weights and pick in ``adaptive``,
+``HasVitals`` in ``vitals``; every name stays importable from here.
 """
 
 from __future__ import annotations
 
 import random
-from bisect import bisect_right
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from itertools import accumulate
-from typing import Literal, Protocol
+from typing import Literal
 
-from routing.core.health import COOLING, Vitals
-from routing.core.table import OBJECTIVES, STRATEGIES, RoutingSettings
+from routing.core.adaptive import (
+    MIN_LATENCY_S,
+    PRICE_EXPONENT,
+    SelectorConfig,
+    _index_at,
+    _power_of_two_choices,
+    adaptive_weights,
+)
+from routing.core.candidate import MIN_PRICE, Candidate
+from routing.core.table import STRATEGIES
+from routing.core.vitals import COOLING, HasVitals
+
+__all__ = [
+    "FAILOVER_RANKING",
+    "MIN_LATENCY_S",
+    "MIN_PRICE",
+    "MIN_RETRY_AFTER_S",
+    "PRICE_EXPONENT",
+    "Affinity",
+    "Candidate",
+    "HasVitals",
+    "RankBy",
+    "RoundRobinState",
+    "Selection",
+    "SelectorConfig",
+    "adaptive_weights",
+    "available_weights",
+    "select",
+]
 
 Affinity = Literal["honored", "released"]
 RankBy = Literal["weight", "declared", "price"]  # how a Selection orders the failover chain
 FAILOVER_RANKING: Mapping[str, RankBy] = {"failover": "declared", "cost": "price"}  # the others: by weight
 
-# The exponent of (cheapest price / own price) in an adaptive weight, per objective.
-PRICE_EXPONENT: Mapping[str, int] = {"latency": 0, "balanced": 1, "cost": 2}
-MIN_LATENCY_S = 1e-6  # estimates below this count as this (no division by zero)
-MIN_PRICE = 1e-9  # a free target counts as this cheap, so price ratios stay finite
 MIN_RETRY_AFTER_S = 1.0  # Retry-After is whole seconds; a half-open target busy probing recovers soon
-
-
-class HasVitals(Protocol):
-    """What the selector reads of a target's health: ``TargetHealth`` (live) or ``TargetStateView`` (frozen).
-
-    ``cooldown_until is None`` means closed, healthy and available: the common case is three attribute
-    reads; ``vitals`` is called only for a target whose breaker is open.
-    """
-
-    @property
-    def cooldown_until(self) -> float | None: ...
-
-    @property
-    def latency_estimate_s(self) -> float | None: ...
-
-    @property
-    def in_flight(self) -> int: ...
-
-    def vitals(self, now: float) -> Vitals: ...
-
-
-class Candidate:
-    """One target of a virtual model. ``price`` is input+output USD per 1M tokens; None means unpriced.
-
-    Treat it as immutable. A plain slotted class rather than a frozen dataclass because a request may build
-    several, and a frozen dataclass's ``__init__`` is markedly slower.
-    """
-
-    __slots__ = ("name", "health", "weight", "price", "price_weights")
-
-    def __init__(self, name: str, health: HasVitals, weight: float = 1.0, price: float | None = None) -> None:
-        if not weight > 0:
-            raise ValueError(f"{name}: weight must be > 0")
-        if price is not None and not price >= 0:
-            raise ValueError(f"{name}: price must be >= 0")
-        self.name = name
-        self.health = health
-        self.weight = weight
-        self.price = price
-        # weight / price ** k for k = 0, 1, 2 (None where unpriced), read by the adaptive hot loop.
-        self.price_weights: tuple[float | None, float | None, float | None]
-        if price is None:
-            self.price_weights = (weight, None, None)
-        else:
-            price = price if price > MIN_PRICE else MIN_PRICE
-            self.price_weights = (weight, weight / price, weight / (price * price))
-
-    def __repr__(self) -> str:
-        return f"Candidate({self.name!r}, weight={self.weight}, price={self.price})"
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Candidate):
-            return NotImplemented
-        return (self.name, self.health, self.weight, self.price) == (
-            other.name,
-            other.health,
-            other.weight,
-            other.price,
-        )
-
-    def __hash__(self) -> int:
-        return hash((self.name, id(self.health), self.weight, self.price))
-
-
-@dataclass(frozen=True, slots=True)
-class SelectorConfig:
-    """The PRO_ROUTING_* values the selector needs (the warm-cache TTL is the caller's: it decides warmth)."""
-
-    routing_enabled: bool = True
-    objective: str = "balanced"
-    min_weight_fraction: float = 0.05
-    warm_cache_weight: float = 8.0
-
-    def __post_init__(self) -> None:
-        if self.objective not in OBJECTIVES:
-            raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}")
-        if not 0.0 <= self.min_weight_fraction <= 0.5:
-            raise ValueError("min_weight_fraction must be within 0-0.5")
-        if self.warm_cache_weight < 1.0:
-            raise ValueError("warm_cache_weight must be >= 1")
-
-    @staticmethod
-    def from_settings(settings: RoutingSettings) -> SelectorConfig:
-        return SelectorConfig(
-            routing_enabled=settings.routing_enabled,
-            objective=settings.routing_objective,
-            min_weight_fraction=settings.min_weight_fraction,
-            warm_cache_weight=settings.warm_cache_weight,
-        )
 
 
 class RoundRobinState:
@@ -297,106 +232,6 @@ def available_weights(candidates: Sequence[Candidate], now: float) -> list[float
         else:
             weights.append(0.0)
     return weights
-
-
-def adaptive_weights(
-    candidates: Sequence[Candidate], now: float, config: SelectorConfig, warm_target: str | None = None
-) -> list[float]:
-    """Per-request weights, aligned with ``candidates``; 0.0 for a target that is not available.
-
-    weight = configured weight / latency estimate x (1 / price) ** k, x warm_cache_weight for a healthy warm
-    target, then raised to at least min_weight_fraction x the heaviest. k is 0 (objective latency),
-    1 (balanced) or 2 (cost). Only ratios matter: twice the latency halves the share, twice the price
-    halves it under balanced and quarters it under cost. A target never measured counts as fast as the
-    fastest measured one (it earns its configured share until its first answer); an unpriced target counts
-    as the dearest available priced one (an unknown price never attracts traffic).
-    """
-    exponent = PRICE_EXPONENT[config.objective]
-    weights: list[float] = []
-    append = weights.append  # the loop below is the selector's hot spot
-    deferred: list[int] = []  # unmeasured or unpriced: their weight needs the fastest or dearest peer
-    for candidate in candidates:
-        health = candidate.health
-        if health.cooldown_until is not None and not health.vitals(now)[4]:
-            append(0.0)
-            continue
-        latency = health.latency_estimate_s
-        static = candidate.price_weights[exponent]
-        if latency is None or static is None:
-            deferred.append(len(weights))
-            append(0.0)
-            continue
-        append(static / (latency if latency > MIN_LATENCY_S else MIN_LATENCY_S))
-    if deferred:
-        _weigh_unknowns(candidates, weights, deferred, exponent)
-    if warm_target is not None:
-        for index, candidate in enumerate(candidates):
-            if candidate.name == warm_target:
-                if weights[index] > 0.0 and candidate.health.cooldown_until is None:
-                    weights[index] *= config.warm_cache_weight
-                break
-    floor = config.min_weight_fraction * max(weights, default=0.0)
-    if floor > min(weights, default=0.0):
-        weights = [w if w >= floor or w == 0.0 else floor for w in weights]
-    return weights
-
-
-def _weigh_unknowns(candidates: Sequence[Candidate], weights: list[float], deferred: list[int], exponent: int) -> None:
-    """Weigh available targets never measured (as the fastest) or unpriced (as the dearest), in place."""
-    live = [i for i, w in enumerate(weights) if w > 0.0] + deferred
-    latencies = [lat for i in live if (lat := candidates[i].health.latency_estimate_s) is not None]
-    prices = [price for i in live if (price := candidates[i].price) is not None]
-    fastest = max(min(latencies), MIN_LATENCY_S) if latencies else 1.0
-    dearest = max(max(prices), MIN_PRICE) if prices else None
-    for index in deferred:
-        candidate = candidates[index]
-        latency = candidate.health.latency_estimate_s
-        weight = candidate.weight / (fastest if latency is None else max(latency, MIN_LATENCY_S))
-        price = candidate.price if candidate.price is not None else dearest
-        if exponent and price is not None:  # no available target priced at all: price plays no part
-            price = max(price, MIN_PRICE)
-            weight /= price if exponent == 1 else price * price
-        weights[index] = weight
-
-
-def _power_of_two_choices(candidates: Sequence[Candidate], weights: list[float], rng: random.Random) -> tuple[int, str]:
-    """Draw two distinct candidates in proportion to weight; the lower load wins, a tie goes to the first.
-
-    load = latency estimate x attempts in flight: the work the target still owes. Idle targets tie at 0, so
-    at low concurrency the shares follow the weights exactly; under concurrency a busy target (many or slow
-    attempts in flight) loses. A target never measured counts as fast as the one it is compared with.
-    """
-    cumulative = list(accumulate(weights))
-    total = cumulative[-1]
-    first = _index_at(cumulative, weights, rng.random() * total, exclude=-1)
-    first_weight = weights[first]
-    point = rng.random() * (total - first_weight)
-    if point >= cumulative[first] - first_weight:
-        point += first_weight  # step over the first draw's span
-    second = _index_at(cumulative, weights, point, exclude=first)
-    a, b = candidates[first], candidates[second]
-    a_latency, b_latency = a.health.latency_estimate_s, b.health.latency_estimate_s
-    if a_latency is None:
-        a_latency = 1.0 if b_latency is None else b_latency
-    if b_latency is None:
-        b_latency = a_latency
-    a_load, b_load = a_latency * a.health.in_flight, b_latency * b.health.in_flight
-    if b_load < a_load:
-        return second, f"p2c {a.name} vs {b.name}: {b.name} less loaded"
-    if a_load < b_load:
-        return first, f"p2c {a.name} vs {b.name}: {a.name} less loaded"
-    return first, f"p2c {a.name} vs {b.name}: equal load, {a.name} drawn first"
-
-
-def _index_at(cumulative: list[float], weights: list[float], point: float, *, exclude: int) -> int:
-    """The index whose cumulative span holds ``point``; rounding at the top end falls to the last eligible."""
-    index = bisect_right(cumulative, point)
-    if index < len(weights) and weights[index] > 0.0 and index != exclude:
-        return index
-    for index in range(len(weights) - 1, -1, -1):
-        if weights[index] > 0.0 and index != exclude:
-            return index
-    raise ValueError("no eligible candidate")  # unreachable: callers ensure two available targets
 
 
 def _weighted(candidates: Sequence[Candidate], weights: list[float], rng: random.Random) -> tuple[int, str]:

@@ -1,0 +1,53 @@
+"""Which failures count against a target, how they trip its breaker, and the record of a trip.
+
+Only outcomes that ``punishes_target`` touch the state: never the client's own mistakes (PERMANENT) nor a
+request this target cannot serve (INCOMPATIBLE context overflow, unsupported parameter). 429 trips at once;
+401/403/404 (auth, not found, quota) take ``cooldown_max`` at once. The breaker itself is
+``routing.core.health.TargetHealth``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from routing.core.errors import TARGET_FAULT_REASONS, AttemptOutcome, ErrorClass
+
+# How a failure trips the breaker; None: the failure says nothing about the target.
+FailureKind = Literal["rate_limited", "lockout", "transient", "invalid"]
+Trigger = Literal["rate_limited", "lockout", "failures", "invalid_responses", "probe_failed"]
+
+RATE_LIMIT_STATUSES = frozenset({429})
+LOCKOUT_STATUSES = frozenset({401, 403, 404})  # the reasons are errors.TARGET_FAULT_REASONS
+
+
+@dataclass(frozen=True, slots=True)
+class CooldownStarted:
+    """What ``TargetHealth.record`` returns when it opened the breaker: for metrics, audit, shared stores."""
+
+    target: str
+    trigger: Trigger
+    reason: str  # the outcome's reason word
+    duration_s: float
+    until: float
+    level: int  # trips since the breaker last closed, this one included
+
+
+def failure_kind(outcome: AttemptOutcome) -> FailureKind | None:
+    """How a failed outcome counts against its target; None when it says nothing about the target.
+
+    Only outcomes that ``punishes_target`` count: never PERMANENT (the client's own bad request), never an
+    INCOMPATIBLE reason about this one request (context overflow, unsupported parameter; also a 429 that
+    says the request alone exceeds the rate limit). Then: 429 / ``rate_limited`` trips at once; 401/403/404
+    / ``auth`` / ``not_found`` / ``quota`` lock the target out for the maximum; INVALID_RESPONSE has its own
+    run; the rest (TRANSIENT and AMBIGUOUS: 5xx, overloaded, connect, timeout, stream cut) is transient.
+    """
+    if not outcome.punishes_target:
+        return None
+    if outcome.reason == "rate_limited" or outcome.status in RATE_LIMIT_STATUSES:
+        return "rate_limited"
+    if outcome.reason in TARGET_FAULT_REASONS or outcome.status in LOCKOUT_STATUSES:
+        return "lockout"
+    if outcome.error_class is ErrorClass.INVALID_RESPONSE:
+        return "invalid"
+    return "transient"
