@@ -75,14 +75,18 @@ def request_head(method: str, target: Target, headers: Mapping[str, str], body_l
 
 
 class Pool:
-    def __init__(self, *, max_connections: int, max_idle_per_origin: int, keepalive_expiry: float) -> None:
+    def __init__(
+        self, *, max_connections: int, max_idle_per_origin: int, keepalive_expiry: float,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
+        """``ssl_context`` replaces the default (certifi's bundle, host names checked) for https origins."""
         self.max_connections = max_connections
         self.max_idle_per_origin = max_idle_per_origin
         self.keepalive_expiry = keepalive_expiry
         self.open_connections = 0
         self._idle: dict[tuple[str, str, int], list[Connection]] = {}
         self._waiters: deque[asyncio.Future[None]] = deque()
-        self._ssl: ssl.SSLContext | None = None
+        self._ssl = ssl_context
 
     async def request(
         self, method: str, url: str, headers: Mapping[str, str], body: bytes, *, timeout: float, connect_timeout: float,
@@ -152,7 +156,12 @@ class Pool:
                 from None
         except OSError as exc:  # ssl.SSLError included
             connection.close()
-            reason = exc.strerror or exc.__class__.__name__
+            if isinstance(exc, ssl.SSLCertVerificationError):
+                reason = f"TLS certificate not trusted: {exc.verify_message}"
+            elif isinstance(exc, ssl.SSLError):
+                reason = f"TLS failed: {exc.reason or exc.__class__.__name__}"
+            else:
+                reason = exc.strerror or exc.__class__.__name__
             raise TransportFailure("connect", f"could not connect to {host}:{port} ({reason})") from None
         except BaseException:
             connection.close()

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import ssl
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import pytest
 
@@ -376,5 +378,57 @@ def test_a_url_that_is_not_http_is_refused() -> None:
         pool = Pool(max_connections=2, max_idle_per_origin=2, keepalive_expiry=30)
         with pytest.raises(TransportFailure, match="http"):
             await post(pool, "ftp://example.org/v1")
+
+    asyncio.run(main())
+
+
+CERT = Path(__file__).with_name("localhost-cert.pem")  # self-signed for "localhost", made for these tests only
+KEY = Path(__file__).with_name("localhost-key.pem")
+
+
+def tls_server_context() -> ssl.SSLContext:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(CERT, KEY)
+    return context
+
+
+async def tls_answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        await read_request(reader)
+        writer.write(OK_HEAD + b"content-length: 9\r\n\r\nover tls!")
+        await writer.drain()
+    except (asyncio.IncompleteReadError, ConnectionError, ssl.SSLError):
+        pass
+    finally:
+        writer.close()
+
+
+def test_https_is_spoken_and_the_certificate_checked_against_the_host_name() -> None:
+    async def main() -> None:
+        server = await asyncio.start_server(tls_answer, "127.0.0.1", 0, ssl=tls_server_context())
+        port = server.sockets[0].getsockname()[1]
+        trusting = ssl.create_default_context(cafile=str(CERT))
+        try:
+            pool = Pool(max_connections=2, max_idle_per_origin=2, keepalive_expiry=30, ssl_context=trusting)
+            response = await post(pool, f"https://localhost:{port}/v1/x")
+            assert await response.aread() == b"over tls!"
+            pool.close()
+
+            # The same server under a name its certificate does not carry: refused before anything is sent.
+            pool = Pool(max_connections=2, max_idle_per_origin=2, keepalive_expiry=30, ssl_context=trusting)
+            with pytest.raises(TransportFailure) as failure:
+                await post(pool, f"https://127.0.0.1:{port}/v1/x")
+            assert failure.value.kind == "connect" and pool.open_connections == 0
+            assert "TLS certificate not trusted" in str(failure.value) and "127.0.0.1" in str(failure.value)
+
+            # The default context (certifi's bundle) does not trust a self-signed certificate.
+            pool = Pool(max_connections=2, max_idle_per_origin=2, keepalive_expiry=30)
+            with pytest.raises(TransportFailure) as failure:
+                await post(pool, f"https://localhost:{port}/v1/x")
+            assert failure.value.kind == "connect" and pool.open_connections == 0
+            assert "self-signed" in str(failure.value)
+        finally:
+            server.close()
+            await server.wait_closed()
 
     asyncio.run(main())
