@@ -10,10 +10,12 @@ import contextlib
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import psycopg
 import pytest
 import yaml
@@ -100,16 +102,42 @@ def e2e_database_url() -> Iterator[str]:
         yield url
 
 
+@contextlib.contextmanager
+def open_gateway(tmp: Path, simulator: SimulatorServer, database_url: str, *, server: str = "uvicorn",
+                 env: dict[str, str] | None = None) -> Iterator[Gateway]:
+    """A gateway on the shared e2e configuration, open to loopback, audit written in process."""
+    config = tmp / "config.yaml"
+    config.write_text(yaml.safe_dump(gateway_config(simulator.base_url)))
+    full_env = {"DATABASE_URL": database_url, "GOMODEL_CONFIG": str(config), "E2E_SIM_KEY": SIM_KEY,
+                "GOMODEL_MASTER_KEY": "", "CELERY_BROKER_URL": "", **(env or {})}
+    with run_gateway(tmp, full_env, server=server) as running:
+        yield running
+
+
 @pytest.fixture(scope="session")
 def gateway(tmp_path_factory: pytest.TempPathFactory, simulator: SimulatorServer,
             e2e_database_url: str) -> Iterator[Gateway]:
-    tmp = tmp_path_factory.mktemp("gateway")
-    config = tmp / "config.yaml"
-    config.write_text(yaml.safe_dump(gateway_config(simulator.base_url)))
-    env = {"DATABASE_URL": e2e_database_url, "GOMODEL_CONFIG": str(config), "E2E_SIM_KEY": SIM_KEY,
-           "GOMODEL_MASTER_KEY": "", "CELERY_BROKER_URL": ""}
-    with run_gateway(Path(tmp), env) as running:
+    with open_gateway(Path(tmp_path_factory.mktemp("gateway")), simulator, e2e_database_url) as running:
         yield running
+
+
+def assert_hangup_cancels_upstream(gateway: Gateway, simulator: SimulatorServer) -> None:
+    """Read the first chunk of a slow stream, hang up, and see the simulator report the request disconnected."""
+    simulator.reset()
+    body = {"model": "oa/slow-stream", "stream": True, "messages": [{"role": "user", "content": "a long story"}]}
+    with httpx2.stream("POST", f"{gateway.base_url}/v1/chat/completions", json=body, timeout=30) as response:
+        for line in response.iter_lines():
+            if line.startswith("data: {"):
+                break
+    deadline = time.monotonic() + 5
+    outcome = None
+    while time.monotonic() < deadline:
+        records = simulator.received(model="slow-stream")
+        outcome = records[-1].get("outcome") if records else None
+        if outcome in ("disconnected", "completed"):
+            break
+        time.sleep(0.05)
+    assert outcome == "disconnected"
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ benchmark use granian, whose ASGI implementation (body messages, disconnects, st
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,11 +14,10 @@ import anthropic
 import httpx2
 import openai
 import pytest
-import yaml
 
 from routing.simulator.server import SimulatorServer
-from tests.e2e.conftest import SIM_KEY, gateway_config
-from tests.gateway_process import Gateway, run_gateway
+from tests.e2e.conftest import assert_hangup_cancels_upstream, open_gateway
+from tests.gateway_process import Gateway
 
 pytestmark = pytest.mark.services
 
@@ -29,12 +27,8 @@ BODY_LIMIT = 64 * 1024
 @pytest.fixture(scope="module")
 def granian_gateway(tmp_path_factory: pytest.TempPathFactory, simulator: SimulatorServer,
                     e2e_database_url: str) -> Iterator[Gateway]:
-    tmp = tmp_path_factory.mktemp("granian")
-    config = tmp / "config.yaml"
-    config.write_text(yaml.safe_dump(gateway_config(simulator.base_url)))
-    env = {"DATABASE_URL": e2e_database_url, "GOMODEL_CONFIG": str(config), "E2E_SIM_KEY": SIM_KEY,
-           "GOMODEL_MASTER_KEY": "", "CELERY_BROKER_URL": "", "GOMODEL_MAX_BODY_BYTES": str(BODY_LIMIT)}
-    with run_gateway(Path(tmp), env, server="granian") as running:
+    with open_gateway(Path(tmp_path_factory.mktemp("granian")), simulator, e2e_database_url, server="granian",
+                      env={"GOMODEL_MAX_BODY_BYTES": str(BODY_LIMIT)}) as running:
         yield running
 
 
@@ -68,18 +62,4 @@ def test_a_body_over_the_limit_is_a_413_in_the_clients_envelope(granian_gateway:
 
 
 def test_a_client_that_goes_away_cancels_the_upstream_request(granian_gateway: Gateway, sim) -> None:  # type: ignore[no-untyped-def]
-    sim.reset()
-    body = {"model": "oa/slow-stream", "stream": True, "messages": [{"role": "user", "content": "a long story"}]}
-    with httpx2.stream("POST", f"{granian_gateway.base_url}/v1/chat/completions", json=body, timeout=30) as r:
-        for line in r.iter_lines():
-            if line.startswith("data: {"):
-                break  # read the first chunk, then hang up
-    deadline = time.monotonic() + 5
-    outcome = None
-    while time.monotonic() < deadline:
-        records = sim.received(model="slow-stream")
-        outcome = records[-1].get("outcome") if records else None
-        if outcome in ("disconnected", "completed"):
-            break
-        time.sleep(0.05)
-    assert outcome == "disconnected"
+    assert_hangup_cancels_upstream(granian_gateway, sim)

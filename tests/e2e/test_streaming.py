@@ -8,6 +8,7 @@ import time
 import httpx2
 import pytest
 
+from tests.e2e.conftest import assert_hangup_cancels_upstream
 from tests.gateway_process import Gateway
 
 pytestmark = pytest.mark.services
@@ -32,21 +33,7 @@ def test_chunks_arrive_spaced_as_the_simulator_sent_them(gateway: Gateway, sim) 
 
 
 def test_a_client_that_goes_away_cancels_the_upstream_request(gateway: Gateway, sim) -> None:  # type: ignore[no-untyped-def]
-    sim.reset()
-    body = {"model": "oa/slow-stream", "stream": True, "messages": [{"role": "user", "content": "a long story"}]}
-    with httpx2.stream("POST", f"{gateway.base_url}/v1/chat/completions", json=body, timeout=30) as response:
-        for line in response.iter_lines():
-            if line.startswith("data: {"):
-                break  # read the first chunk, then hang up
-    deadline = time.monotonic() + 5
-    outcome = None
-    while time.monotonic() < deadline:
-        records = sim.received(model="slow-stream")
-        outcome = records[-1].get("outcome") if records else None
-        if outcome in ("disconnected", "completed"):
-            break
-        time.sleep(0.05)
-    assert outcome == "disconnected"
+    assert_hangup_cancels_upstream(gateway, sim)
 
 
 def test_anthropic_stream_events_come_in_anthropic_shape(gateway: Gateway) -> None:
