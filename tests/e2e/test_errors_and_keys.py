@@ -88,6 +88,14 @@ def test_a_body_over_the_limit_is_413(gateway: Gateway) -> None:
     assert openai_error(response)["code"] == "request_too_large"
 
 
+def test_a_body_under_the_limit_but_over_djangos_default_is_served(gateway: Gateway) -> None:
+    # 3 MiB of JSON whitespace: a large body with a short prompt (the model's context window is not the point).
+    large = b'{"model": "oa/oa-model",' + b" " * (3 * 1024 * 1024) + b'"messages": [{"role": "user", "content": "hi"}]}'
+    response = httpx2.post(gateway.base_url + CHAT, content=large, headers={"content-type": "application/json"},
+                           timeout=60)
+    assert response.status_code == 200, response.text[:300]
+
+
 def test_unknown_endpoints_and_methods_answer_in_the_envelope(gateway: Gateway) -> None:
     response = httpx2.get(gateway.base_url + "/v1/embeddingz")
     assert response.status_code == 404 and openai_error(response)["code"] == "unknown_endpoint"
