@@ -5,7 +5,8 @@ implementations share one protocol:
 
 * ``MemoryPinStore`` keeps pins in a bounded TTL+LRU map of this process (the demo, a single worker).
 * ``RedisPinStore`` keeps them in Redis so every worker process and replica sees the same pins. Each
-  operation is one round trip (a Lua script, atomic in Redis), keys are ``gomodel:pin:<namespace>:<key>``,
+  operation is one round trip (a Lua script, atomic in Redis, sent by ``routing.resp``'s pipelined client),
+  keys are ``gomodel:pin:<namespace>:<key>``,
   and ``escalate`` is decided inside Redis, so a concurrent "easy" write from another worker can never
   overwrite "hard".
 
@@ -23,18 +24,14 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-import redis.asyncio as aioredis
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
-from redis.exceptions import RedisError
-
 from routing.core.sessions import TIERS, TtlLruStore
+from routing.resp import RedisReplyError, RedisUnavailable, RespClient, Script
 
 logger = logging.getLogger("gomodel.pinstore")
 
 KEY_PREFIX = "gomodel:pin:"
 DEFAULT_MAX_ENTRIES = 100_000
-_UNAVAILABLE = (RedisError, OSError)  # OSError covers refused connections and socket timeouts
+_UNAVAILABLE = (RedisUnavailable, RedisReplyError, OSError)
 
 
 class PinStore(Protocol):
@@ -130,6 +127,7 @@ redis.call('HSET', KEYS[1], 'v', keep, 'ttl', ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return previous
 """
+_GET_SCRIPT, _PUT_SCRIPT, _ESCALATE_SCRIPT = Script(_GET), Script(_PUT), Script(_ESCALATE)
 
 
 class RedisPinStore:
@@ -144,18 +142,7 @@ class RedisPinStore:
         fallback: MemoryPinStore | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._client: aioredis.Redis = aioredis.Redis.from_url(
-            url,
-            decode_responses=True,
-            socket_timeout=socket_timeout,
-            socket_connect_timeout=socket_timeout,
-            # One immediate retry reconnects a pooled connection that Redis closed (restart, idle
-            # timeout); more would multiply the wait during a real outage.
-            retry=Retry(NoBackoff(), 1),
-        )
-        self._get = self._client.register_script(_GET)
-        self._put = self._client.register_script(_PUT)
-        self._escalate = self._client.register_script(_ESCALATE)
+        self._client = RespClient(url, timeout=socket_timeout)
         self.fallback = fallback or MemoryPinStore(clock=clock)
         self._retry_after_s = retry_after_s
         self._clock = clock
@@ -170,7 +157,7 @@ class RedisPinStore:
         if self._skip_redis():
             return await self.fallback.get(namespace, key)
         try:
-            value = await self._get(keys=[_key(namespace, key)])
+            value = await self._client.run_script(_GET_SCRIPT, [_key(namespace, key)], [])
         except _UNAVAILABLE as exc:
             self._mark_down(exc)
             return await self.fallback.get(namespace, key)
@@ -185,7 +172,7 @@ class RedisPinStore:
             await self.fallback.put(namespace, key, value, ttl_s)
             return
         try:
-            await self._put(keys=[_key(namespace, key)], args=[value, _millis(ttl_s)])
+            await self._client.run_script(_PUT_SCRIPT, [_key(namespace, key)], [value, _millis(ttl_s)])
         except _UNAVAILABLE as exc:
             self._mark_down(exc)
             await self.fallback.put(namespace, key, value, ttl_s)
@@ -198,7 +185,8 @@ class RedisPinStore:
         if ttl_s <= 0 or self._skip_redis():
             return await self.fallback.escalate(namespace, key, value, ttl_s, order=order)
         try:
-            previous = await self._escalate(keys=[_key(namespace, key)], args=[value, _millis(ttl_s), *order])
+            previous = await self._client.run_script(
+                _ESCALATE_SCRIPT, [_key(namespace, key)], [value, _millis(ttl_s), *order])
         except _UNAVAILABLE as exc:
             self._mark_down(exc)
             return await self.fallback.escalate(namespace, key, value, ttl_s, order=order)
@@ -210,7 +198,7 @@ class RedisPinStore:
         if self._skip_redis():
             return
         try:
-            await self._client.delete(_key(namespace, key))
+            await self._client.execute("DEL", _key(namespace, key))
         except _UNAVAILABLE as exc:
             self._mark_down(exc)
             return
