@@ -180,6 +180,7 @@ class Connection(asyncio.Protocol):
         if not waiter.done():
             self._failure = TransportFailure("read_timeout", "the provider did not answer in time")
             waiter.set_result(None)
+            self.close()  # a late answer could belong to nothing: the connection is done
 
     def _wake(self) -> None:
         waiter = self._waiter

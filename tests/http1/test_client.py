@@ -203,93 +203,43 @@ def test_a_server_closing_an_idle_connection_costs_the_next_request_nothing() ->
     assert connections == 2
 
 
-def test_silence_before_the_headers_is_a_read_timeout_and_the_connection_is_dropped() -> None:
+# Faults, each as what the server does after reading the request: (name, bytes written, then "silence"
+# (sleep), "abort" (reset) or "close"), when the client sees the failure ("send": the request call itself,
+# "read": reading the body), and the failure's kind and a word of its message.
+FAULTS = [
+    ("silence before the headers", b"", "silence", "send", "read_timeout", "in time"),
+    ("silence mid-body", OK_HEAD + b"content-length: 100\r\n\r\npartial", "silence", "read", "read_timeout",
+     "in time"),
+    ("cut mid-body", OK_HEAD + b"content-length: 100\r\n\r\npartial", "abort", "read", "connection_lost",
+     "mid-response"),
+    ("closed without an answer", b"", "close", "send", "connection_lost", "without answering"),
+    ("not HTTP at all", b"SSH-2.0-OpenSSH_9.2\r\n\r\n", "silence", "send", "protocol", "invalid HTTP"),
+    ("unsupported content-encoding", OK_HEAD + b"content-encoding: zstd\r\ncontent-length: 2\r\n\r\nok",
+     "silence", "send", "protocol", "zstd"),
+]
+
+
+@pytest.mark.parametrize(("written", "then", "seen_at", "kind", "words"), [f[1:] for f in FAULTS],
+                         ids=[f[0] for f in FAULTS])
+def test_a_fault_is_a_classified_failure_and_costs_the_connection(
+        written: bytes, then: str, seen_at: str, kind: str, words: str) -> None:
     async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await read_request(reader)
-        await asyncio.sleep(5)
-
-    async def scenario(url: str, pool: Pool) -> None:
-        with pytest.raises(TransportFailure) as failure:
-            await post(pool, url, timeout=0.2)
-        assert failure.value.kind == "read_timeout"
-        assert pool.open_connections == 0
-
-    run(scenario, handler)
-
-
-def test_silence_mid_body_is_a_read_timeout() -> None:
-    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await read_request(reader)
-        writer.write(OK_HEAD + b"content-length: 100\r\n\r\npartial")
+        writer.write(written)
         await writer.drain()
-        await asyncio.sleep(5)
+        if then == "abort":
+            writer.transport.abort()
+        elif then == "silence":
+            await asyncio.sleep(5)
 
     async def scenario(url: str, pool: Pool) -> None:
-        response = await post(pool, url, timeout=0.2)
         with pytest.raises(TransportFailure) as failure:
+            response = await post(pool, url, timeout=0.2)
+            assert seen_at == "read", "the request call itself should have failed"
             await response.aread()
-        assert failure.value.kind == "read_timeout"
-        await response.aclose()
-        assert pool.open_connections == 0
-
-    run(scenario, handler)
-
-
-def test_a_connection_cut_mid_body_is_connection_lost() -> None:
-    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await read_request(reader)
-        writer.write(OK_HEAD + b"content-length: 100\r\n\r\npartial")
-        await writer.drain()
-        writer.transport.abort()
-
-    async def scenario(url: str, pool: Pool) -> None:
-        response = await post(pool, url)
-        with pytest.raises(TransportFailure) as failure:
-            await response.aread()
-        assert failure.value.kind == "connection_lost"
-        assert pool.open_connections == 0
-
-    run(scenario, handler)
-
-
-def test_a_connection_closed_without_an_answer_is_connection_lost() -> None:
-    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await read_request(reader)
-        writer.close()
-
-    async def scenario(url: str, pool: Pool) -> None:
-        with pytest.raises(TransportFailure) as failure:
-            await post(pool, url)
-        assert failure.value.kind == "connection_lost"
-
-    run(scenario, handler)
-
-
-def test_garbage_instead_of_http_is_a_protocol_failure() -> None:
-    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await read_request(reader)
-        writer.write(b"SSH-2.0-OpenSSH_9.2\r\n\r\n")
-        await writer.drain()
-
-    async def scenario(url: str, pool: Pool) -> None:
-        with pytest.raises(TransportFailure) as failure:
-            await post(pool, url)
-        assert failure.value.kind == "protocol"
-        assert pool.open_connections == 0
-
-    run(scenario, handler)
-
-
-def test_an_unsupported_content_encoding_is_a_protocol_failure() -> None:
-    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await read_request(reader)
-        writer.write(OK_HEAD + b"content-encoding: zstd\r\ncontent-length: 2\r\n\r\nok")
-        await writer.drain()
-
-    async def scenario(url: str, pool: Pool) -> None:
-        with pytest.raises(TransportFailure, match="zstd") as failure:
-            await post(pool, url)
-        assert failure.value.kind == "protocol"
+        assert failure.value.kind == kind and words in str(failure.value)
+        await asyncio.sleep(0.01)
+        assert pool.open_connections == 0  # a connection that failed is never reused
 
     run(scenario, handler)
 
