@@ -37,7 +37,19 @@ def _str(value: Any, limit: int) -> str:
         return ""
     if not isinstance(value, str):
         value = str(value)
-    return value.replace("\x00", "")[:limit]
+    return _storable(value.replace("\x00", "")[:limit])
+
+
+def _storable(text: str) -> str:
+    """``text`` with lone surrogates replaced by U+FFFD. JSON lets a client send one (``"\\ud800"``), no
+    database can store it, and it would fail the whole batch on every delivery."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
 
 
 def _text(value: Any, limit: int) -> str:
@@ -275,5 +287,5 @@ def prepare_event(raw: Any, *, store_bodies: bool, max_bytes: int) -> dict[str, 
         cleaned[f"{part}_hash"] = _str(event.get(f"{part}_hash"), 64)
         cleaned[f"{part}_preview"] = _str(event.get(f"{part}_preview"), 200)
         if store_bodies and isinstance(event.get(f"{part}_text"), str):
-            cleaned[f"{part}_text"] = event[f"{part}_text"].replace("\x00", "")
+            cleaned[f"{part}_text"] = _storable(event[f"{part}_text"].replace("\x00", ""))
     return cleaned

@@ -202,12 +202,18 @@ def test_a_spooled_batch_is_prepared_again_before_the_database_sink_stores_it(tm
 
 
 @pytest.mark.django_db
-def test_a_lone_surrogate_costs_only_its_own_event() -> None:
-    # json.loads lets a client put a lone surrogate in a prompt; UTF-8 cannot encode it.
-    services.revisions_ingest(events=[make_event("fine-1"), make_event("surrogate", prompt_text="hi \ud800 there"),
+@pytest.mark.parametrize("store_bodies", [False, True])
+def test_a_lone_surrogate_is_stored_as_a_replacement_character(settings: Any, store_bodies: bool) -> None:
+    # json.loads lets a client put a lone surrogate in a prompt; no database can store one.
+    settings.AUDIT_STORE_BODIES = store_bodies
+    services.revisions_ingest(events=[make_event("fine-1"), make_event("surrogate", prompt_text="hi \ud800 there",
+                                                                        error_message="bad \udfff"),
                                       make_event("fine-2")])
-    assert set(AuditRevision.objects.values_list("request_id", flat=True)) == {"fine-1", "fine-2"}
-    assert UndeliverableEvent.objects.get().request_id == "surrogate"
+    assert set(AuditRevision.objects.values_list("request_id", flat=True)) == {"fine-1", "surrogate", "fine-2"}
+    stored = AuditRevision.objects.get(request_id="surrogate")
+    assert stored.prompt_preview == "hi \ufffd there" and stored.error_message == "bad \ufffd"
+    assert stored.prompt_text == ("hi \ufffd there" if store_bodies else "")
+    assert not UndeliverableEvent.objects.exists()
 
 
 @pytest.mark.django_db
