@@ -24,7 +24,11 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 
 class RedisUnavailable(Exception):
-    """Redis could not be reached, dropped the connection, or did not answer in time."""
+    """Redis could not be reached, dropped the connection (``dropped``), or did not answer in time."""
+
+    def __init__(self, message: str, *, dropped: bool = False) -> None:
+        super().__init__(message)
+        self.dropped = dropped
 
 
 class RedisReplyError(Exception):
@@ -105,7 +109,8 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        self._fail_pending(RedisUnavailable(f"the connection to Redis was lost ({exc or 'closed by Redis'})"))
+        self._fail_pending(RedisUnavailable(f"the connection to Redis was lost ({exc or 'closed by Redis'})",
+                                            dropped=True))
 
     def send(self, command: bytes) -> asyncio.Future[Any]:
         assert self.transport is not None
@@ -159,14 +164,28 @@ class RespClient:
         self._connecting: asyncio.Future[_Connection] | None = None
 
     async def execute(self, *args: str | bytes | int) -> Any:
-        """Send one command and return its reply (``RedisReplyError`` for an error reply)."""
+        """Send one command and return its reply (``RedisReplyError`` for an error reply).
+
+        A command on a connection that Redis dropped (a restart, an idle timeout) is sent once more on a new
+        connection: the pin store's commands can be repeated safely. A timeout is not retried.
+        """
+        command = encode_command(args)
         connection = self._connection
         if connection is None or connection.closed:
-            connection = await self._connect()
-        reply = await self._wait(connection, connection.send(encode_command(args)))
+            reply = await self._send(await self._connect(), command)
+        else:
+            try:
+                reply = await self._send(connection, command)
+            except RedisUnavailable as exc:
+                if not exc.dropped:
+                    raise
+                reply = await self._send(await self._connect(), command)
         if isinstance(reply, RedisReplyError):
             raise reply
         return reply
+
+    async def _send(self, connection: _Connection, command: bytes) -> Any:
+        return await self._wait(connection, connection.send(command))
 
     async def run_script(self, script: Script, keys: list[str], args: list[str | int]) -> Any:
         try:

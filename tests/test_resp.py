@@ -184,6 +184,48 @@ def test_silence_is_a_timeout_that_closes_the_connection_and_the_next_command_re
     run(scenario)
 
 
+def test_a_command_on_a_connection_redis_dropped_is_sent_again_on_a_new_one() -> None:
+    connections = 0
+    finished: list[bool] = []
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal connections
+        connections += 1
+        first = connections == 1
+        try:
+            await reader.read(1024)
+            writer.write(b"+PONG\r\n")
+            await writer.drain()
+            if first:
+                await reader.read(1024)  # the second command: the first connection drops without an answer
+                return
+            await reader.read(1024)
+        except ConnectionError:
+            pass
+        finally:
+            writer.close()
+            finished.append(True)
+
+    async def scenario() -> None:
+        server = await asyncio.start_server(handler, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        client = RespClient(f"redis://127.0.0.1:{port}", timeout=1.0)
+        try:
+            assert await client.execute("PING") == "PONG"
+            assert await client.execute("PING") == "PONG"
+            assert connections == 2
+        finally:
+            await client.aclose()
+            for _ in range(100):
+                if len(finished) == connections:
+                    break
+                await asyncio.sleep(0.01)
+            server.close()
+            await server.wait_closed()
+
+    run(scenario)
+
+
 def test_a_reply_split_across_packets_is_put_together() -> None:
     finished = asyncio.Event()
 
