@@ -18,7 +18,8 @@ class _Checker:
 
 
 def _num(value: Any) -> float | None:
-    if value is None:
+    """A number as a float; None when absent or not a number (``_check_number`` reports that by its path)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return float(value)
 

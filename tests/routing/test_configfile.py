@@ -100,6 +100,10 @@ def test_it_keeps_key_references_as_references() -> None:
          "settings.min_weight_fraction: The minimum weight fraction must be between 0 and 0.5."),
         (lambda c: c["virtual_models"].append({"source": "openai/gpt-5", "targets": ["fast"]}),
          "is already used in models"),
+        (lambda c: c["models"][0].update(input_price="cheap"),
+         "models[0].input_price: expected a number, got 'cheap'"),
+        (lambda c: c["models"][0].update(output_price=[]), "models[0].output_price: expected a number"),
+        (lambda c: c["providers"].append("just a name"), "providers[1]: expected a mapping"),
     ],
 )
 def test_it_refuses_a_bad_file_naming_the_path(tmp_path: Path, mutate, expected: str) -> None:  # type: ignore[no-untyped-def]
@@ -186,3 +190,32 @@ def test_dumpconfig_writes_the_loaded_file(tmp_path: Path) -> None:
     out = tmp_path / "dump.yaml"
     call_command("dumpconfig", "-o", str(out))
     assert yaml.safe_load(out.read_text()) == dump_config()
+
+
+ODD_VALUES = [None, 1, -5, 0.5, True, "x", "", "${NOT_SET_ANYWHERE}", "sk-raw-key-pasted-here", [], {}, ["a"],
+              [{"model": []}], {"easy": [], "hard": {}, "contract": []}]
+
+
+def test_any_mangled_file_is_refused_with_paths_never_an_exception() -> None:
+    """Seeded random damage to a valid file: each result is a parsed file or a ConfigError naming paths."""
+    import copy
+    import random
+
+    rng = random.Random(7)
+    for _ in range(400):
+        config = copy.deepcopy(base_config())
+        for _ in range(rng.randint(1, 4)):
+            section = rng.choice(["providers", "models", "virtual_models", "tier_routes"])
+            value = config[section]
+            if isinstance(value, list):
+                i = rng.randrange(len(value))
+                if rng.random() < 0.15 or not isinstance(value[i], dict) or not value[i]:
+                    value[i] = rng.choice(ODD_VALUES)
+                else:
+                    value[i][rng.choice(list(value[i]))] = rng.choice(ODD_VALUES)
+            elif value:
+                value[rng.choice(list(value))] = rng.choice(ODD_VALUES)
+        try:
+            parse_config(config)
+        except ConfigError as error:
+            assert error.problems and all(": " in problem for problem in error.problems), error.problems
