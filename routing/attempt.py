@@ -151,7 +151,7 @@ async def run_json_attempt(spec: AttemptSpec) -> AttemptResult:
     latency = time.monotonic() - started
     if response.status_code >= 300:
         outcome = classify_http_error(
-            response.status_code, upstream.header_dict(response), data[:MAX_ERROR_BODY_BYTES], spec.provider.kind,
+            response.status_code, response.header_dict(), data[:MAX_ERROR_BODY_BYTES], spec.provider.kind,
             latency_s=latency, now_unix=time.time(),
         )
         return AttemptResult(outcome, error_body=data[:MAX_ERROR_BODY_BYTES], ttfb_s=ttfb)
@@ -202,7 +202,7 @@ async def start_stream_attempt(spec: AttemptSpec) -> AttemptResult | LiveStream:
         finally:
             await response.aclose()
         outcome = classify_http_error(
-            response.status_code, upstream.header_dict(response), data[:MAX_ERROR_BODY_BYTES], spec.provider.kind,
+            response.status_code, response.header_dict(), data[:MAX_ERROR_BODY_BYTES], spec.provider.kind,
             latency_s=time.monotonic() - started, now_unix=time.time(),
         )
         return AttemptResult(outcome, error_body=data[:MAX_ERROR_BODY_BYTES])

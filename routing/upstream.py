@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from django.conf import settings
 
@@ -99,7 +98,3 @@ def exception_kind(exc: BaseException, *, first_byte_seen: bool) -> ExceptionKin
 
 def is_transport_error(exc: BaseException) -> bool:
     return isinstance(exc, TransportFailure | asyncio.TimeoutError)
-
-
-def header_dict(response: UpstreamResponse) -> dict[str, Any]:
-    return response.header_dict()

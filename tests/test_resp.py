@@ -7,9 +7,10 @@ removed afterwards.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -143,117 +144,107 @@ def test_a_refused_connection_is_unavailable() -> None:
     run(scenario)
 
 
-def test_silence_is_a_timeout_that_closes_the_connection_and_the_next_command_reconnects() -> None:
-    connections: list[asyncio.StreamWriter] = []
-    handlers_done: list[bool] = []
-    answer = asyncio.Event()
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
-    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        connections.append(writer)
+
+@contextlib.asynccontextmanager
+async def scripted_server(handler: Handler) -> AsyncIterator[str]:
+    """A server running ``handler`` per connection; yields its URL and, on exit, waits for every handler."""
+    running: set[asyncio.Task[Any]] = set()
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        running.add(task)
         try:
-            while await reader.read(1024):
-                if answer.is_set():
-                    writer.write(b"+PONG\r\n")
+            await handler(reader, writer)
         except ConnectionError:
             pass
         finally:
             writer.close()
-            handlers_done.append(True)
+            running.discard(task)
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    try:
+        yield f"redis://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    finally:
+        for _ in range(200):  # each handler sees its connection close once the client has closed it
+            if not running:
+                break
+            await asyncio.sleep(0.01)
+        server.close()
+        await server.wait_closed()
+
+
+def test_silence_is_a_timeout_that_closes_the_connection_and_the_next_command_reconnects() -> None:
+    connections = 0
+    answer = asyncio.Event()
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal connections
+        connections += 1
+        while await reader.read(1024):
+            if answer.is_set():
+                writer.write(b"+PONG\r\n")
 
     async def scenario() -> None:
-        server = await asyncio.start_server(handler, "127.0.0.1", 0)
-        port = server.sockets[0].getsockname()[1]
-        client = RespClient(f"redis://127.0.0.1:{port}", timeout=0.2)
-        try:
-            first, second = await asyncio.gather(client.execute("PING"), client.execute("PING"),
-                                                 return_exceptions=True)
-            assert isinstance(first, RedisUnavailable) and "within 0.2s" in str(first)
-            assert isinstance(second, RedisUnavailable)  # queued behind it on the same connection
-            answer.set()
-            assert await client.execute("PING") == "PONG"
-            assert len(connections) == 2
-        finally:
-            await client.aclose()
-            for _ in range(100):  # let both handlers see their connection close
-                if len(handlers_done) == len(connections):
-                    break
-                await asyncio.sleep(0.01)
-            server.close()
-            await server.wait_closed()
+        async with scripted_server(handler) as url:
+            client = RespClient(url, timeout=0.2)
+            try:
+                first, second = await asyncio.gather(client.execute("PING"), client.execute("PING"),
+                                                     return_exceptions=True)
+                assert isinstance(first, RedisUnavailable) and "within 0.2s" in str(first)
+                assert isinstance(second, RedisUnavailable)  # queued behind it on the same connection
+                answer.set()
+                assert await client.execute("PING") == "PONG"
+                assert connections == 2
+            finally:
+                await client.aclose()
 
     run(scenario)
 
 
 def test_a_command_on_a_connection_redis_dropped_is_sent_again_on_a_new_one() -> None:
     connections = 0
-    finished: list[bool] = []
 
     async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         nonlocal connections
         connections += 1
-        first = connections == 1
-        try:
-            await reader.read(1024)
-            writer.write(b"+PONG\r\n")
-            await writer.drain()
-            if first:
-                await reader.read(1024)  # the second command: the first connection drops without an answer
-                return
-            await reader.read(1024)
-        except ConnectionError:
-            pass
-        finally:
-            writer.close()
-            finished.append(True)
+        await reader.read(1024)
+        writer.write(b"+PONG\r\n")
+        await writer.drain()
+        await reader.read(1024)  # on the first connection, the second command: dropped without an answer
 
     async def scenario() -> None:
-        server = await asyncio.start_server(handler, "127.0.0.1", 0)
-        port = server.sockets[0].getsockname()[1]
-        client = RespClient(f"redis://127.0.0.1:{port}", timeout=1.0)
-        try:
-            assert await client.execute("PING") == "PONG"
-            assert await client.execute("PING") == "PONG"
-            assert connections == 2
-        finally:
-            await client.aclose()
-            for _ in range(100):
-                if len(finished) == connections:
-                    break
-                await asyncio.sleep(0.01)
-            server.close()
-            await server.wait_closed()
+        async with scripted_server(handler) as url:
+            client = RespClient(url, timeout=1.0)
+            try:
+                assert await client.execute("PING") == "PONG"
+                assert await client.execute("PING") == "PONG"
+                assert connections == 2
+            finally:
+                await client.aclose()
 
     run(scenario)
 
 
 def test_a_reply_split_across_packets_is_put_together() -> None:
-    finished = asyncio.Event()
-
     async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            await reader.read(1024)
-            writer.write(b"$11\r\nhello")
-            await writer.drain()
-            await asyncio.sleep(0.05)
-            writer.write(b" world\r\n")
-            await writer.drain()
-            await reader.read(1024)  # until the client closes
-        finally:
-            writer.close()
-            await writer.wait_closed()
-            finished.set()
+        await reader.read(1024)
+        writer.write(b"$11\r\nhello")
+        await writer.drain()
+        await asyncio.sleep(0.05)
+        writer.write(b" world\r\n")
+        await writer.drain()
+        await reader.read(1024)  # until the client closes
 
     async def scenario() -> None:
-        server = await asyncio.start_server(handler, "127.0.0.1", 0)
-        port = server.sockets[0].getsockname()[1]
-        client = RespClient(f"redis://127.0.0.1:{port}", timeout=1.0)
-        try:
-            assert await client.execute("GET", "k") == "hello world"
-        finally:
-            await client.aclose()
-            await asyncio.wait_for(finished.wait(), 2)
-            server.close()
-            await server.wait_closed()
+        async with scripted_server(handler) as url:
+            client = RespClient(url, timeout=1.0)
+            try:
+                assert await client.execute("GET", "k") == "hello world"
+            finally:
+                await client.aclose()
 
     run(scenario)
 

@@ -15,6 +15,8 @@ import os
 from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx2
+
 UPSTREAM = os.environ.get("BENCH_RELAY_UPSTREAM", "http://127.0.0.1:18001") + "/v1/chat/completions"
 CLIENT = os.environ.get("BENCH_RELAY_CLIENT", "http1")
 HEADERS = {"content-type": "application/json", "authorization": "Bearer sk"}
@@ -34,8 +36,6 @@ async def _post_http1(body: bytes) -> tuple[int, str, AsyncIterator[bytes], Any]
 
 async def _post_httpx2(body: bytes) -> tuple[int, str, AsyncIterator[bytes], Any]:
     global _client
-    import httpx2
-
     if _client is None:
         _client = httpx2.AsyncClient(limits=httpx2.Limits(max_connections=1000, max_keepalive_connections=1000),
                                      timeout=httpx2.Timeout(60.0, connect=5.0))
