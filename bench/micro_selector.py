@@ -21,8 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from routing.core.errors import AttemptOutcome, ErrorClass  # noqa: E402
 from routing.core.health import HealthConfig, TargetHealth  # noqa: E402
+from routing.core.outcome import AttemptOutcome, ErrorClass  # noqa: E402
 from routing.core.selector import Candidate, RoundRobinState, SelectorConfig, select  # noqa: E402
 
 BUDGET_US = 10.0

@@ -18,9 +18,9 @@ django.setup(set_prefix=False)
 
 from django.core.handlers.asgi import ASGIHandler  # noqa: E402
 
-from routing.asgi_handler import ProxyASGIHandler  # noqa: E402
-from routing.relay_handler import RelayHandler  # noqa: E402
-from routing.startup import start_gateway  # noqa: E402
+from routing.api.django_handler import ProxyASGIHandler  # noqa: E402
+from routing.api.relay_handler import RelayHandler  # noqa: E402
+from routing.ops.startup import start_gateway  # noqa: E402
 
 LEAN_PREFIXES = ("/v1/", "/health", "/metrics")
 
@@ -40,7 +40,7 @@ async def application(scope, receive, send):  # type: ignore[no-untyped-def]
 
 
 async def _lifespan(receive, send):  # type: ignore[no-untyped-def]
-    from routing.startup import stop_gateway
+    from routing.ops.startup import stop_gateway
 
     while True:
         message = await receive()

@@ -358,7 +358,7 @@ LOG_LEVEL = env_choice("GOMODEL_LOG_LEVEL", "info", ("debug", "info", "warning",
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"redact": {"()": "routing.logredact.RedactSecretsFilter"}},
+    "filters": {"redact": {"()": "routing.ops.log_redaction.RedactSecretsFilter"}},
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["redact"]}},
     "root": {"handlers": ["console"], "level": "WARNING"},

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from django.apps import apps
 from django.contrib import admin
 from django.urls import include, path
 
-from routing import probes
+from routing.api import probes
 
 urlpatterns = [
     path("health", probes.health, name="health"),
@@ -14,12 +15,8 @@ urlpatterns = [
     path("admin/", admin.site.urls),
 ]
 
-try:  # the auditor pages, when the audit app provides them
-    import audit.urls  # noqa: F401
-
+if apps.is_installed("audit"):  # the auditor pages
     urlpatterns.append(path("audit/", include("audit.urls")))
-except ImportError:
-    pass
 
 admin.site.site_header = "GoModel gateway"
 admin.site.site_title = "GoModel gateway"

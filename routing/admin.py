@@ -1,6 +1,6 @@
 """The routing configuration in the Django admin.
 
-Every save goes through the same versioning (routing.versioning): the admin names the author, the change
+Every save goes through the same versioning (routing.config.versioning): the admin names the author, the change
 is recorded as a ConfigRevision, and every worker process reloads it within a couple of seconds.
 """
 
@@ -15,8 +15,8 @@ from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.utils.html import format_html, format_html_join
 
-from routing import configcheck, versioning
 from routing import models as m
+from routing.config import graph_check, versioning
 from routing.core.table import CAPABILITIES
 
 
@@ -44,7 +44,7 @@ class VersionedAdmin(admin.ModelAdmin):
 
 def _check_public_name(name: str, kind: str, pk: int | None) -> None:
     """Raise when ``name`` is taken by another model, virtual model or tier route: clients call all three."""
-    owner = configcheck.public_name_owner(name, exclude=(kind, pk))
+    owner = graph_check.public_name_owner(name, exclude=(kind, pk))
     if owner is not None:
         raise ValidationError(f'The name "{name}" is already used by a {owner}.')
 
@@ -171,7 +171,7 @@ class TargetInlineFormSet(forms.BaseInlineFormSet):
         previous = None
         if self.instance.pk:
             previous = m.VirtualModel.objects.filter(pk=self.instance.pk).values_list("source", flat=True).first()
-        problems = configcheck.graph_problems_with(source, names, previous_source=previous)
+        problems = graph_check.graph_problems_with(source, names, previous_source=previous)
         by_target: dict[str, list[str]] = {}
         general: list[str] = []
         for problem in problems:
@@ -221,7 +221,7 @@ class VirtualModelAdmin(VersionedAdmin):
 
     @admin.display(description="live target state")
     def live_state(self, obj: m.VirtualModel) -> str:
-        from routing.livestate import render_live_state
+        from routing.gateway.live_state import render_live_state
 
         return render_live_state(obj.source) if obj.pk else "Saved virtual models show their targets' state here."
 
@@ -251,7 +251,7 @@ class TierRouteForm(forms.ModelForm):
                 _check_public_name(alias, "tier route", self.instance.pk)
             except ValidationError as exc:
                 raise ValidationError({"alias": exc.messages}) from None
-        known = configcheck.callable_names()
+        known = graph_check.callable_names()
         errors = {}
         for tier in ("easy", "hard"):
             target = data.get(tier)
@@ -347,7 +347,7 @@ class RoutingSettingsAdmin(VersionedAdmin):
 
     @admin.display(description="values in force (environment defaults with these overrides)")
     def in_force(self, obj: m.RoutingSettings) -> str:
-        from routing.runtime import compile_settings
+        from routing.config.runtime import compile_settings
 
         values = compile_settings(obj if obj.pk else None)
         rows = format_html_join(

@@ -1,7 +1,7 @@
-"""The routing configuration, edited in the admin and compiled into a RoutingTable by routing.runtime.
+"""The routing configuration, edited in the admin and compiled into a RoutingTable by routing.config.runtime.
 
 Checks that involve one row live in ``clean()``; checks across rows (targets that must exist, cycles,
-names unique across models, virtual models and tier aliases) live in ``routing.configcheck`` so that the
+names unique across models, virtual models and tier aliases) live in ``routing.config.graph_check`` so that the
 admin and the config loader give the same messages.
 """
 
@@ -226,7 +226,7 @@ class Contract(models.Model):
         if self.structured_output_required and not self.schema:
             raise ValidationError({"schema": "Structured output is required, so a JSON schema is needed."})
         if self.validator:
-            from routing.validators_registry import resolve_validator
+            from routing.config.answer_checks import resolve_validator
 
             try:
                 resolve_validator(self.validator)

@@ -7,7 +7,7 @@ from typing import Any
 from django.db.models.signals import post_delete, post_save
 
 from routing import models as m
-from routing import versioning
+from routing.config import versioning
 
 CONFIG_MODELS = (
     m.Provider,

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from django.urls import path, re_path
 
-from routing import ledger_api, metrics, views
+from routing.api import ledger, views
+from routing.ops import metrics
 
 urlpatterns = [
     path("v1/chat/completions", views.chat_completions, name="chat-completions"),
@@ -13,7 +14,7 @@ urlpatterns = [
     path("v1/routing/explain", views.explain, name="routing-explain"),
     path("metrics", metrics.metrics_view, name="metrics"),
     path("v1/openapi.json", views.openapi, name="openapi"),
-    path("v1/ledger/<str:action>", ledger_api.ledger, name="ledger"),
-    path("v1/ledger/entry/<path:key>", ledger_api.ledger_get, name="ledger-entry"),
+    path("v1/ledger/<str:action>", ledger.ledger, name="ledger"),
+    path("v1/ledger/entry/<path:key>", ledger.ledger_get, name="ledger-entry"),
     re_path(r"^v1/(?P<path>.*)$", views.not_found),
 ]

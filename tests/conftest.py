@@ -1,4 +1,7 @@
-"""Suite-wide fixtures. Services the tests need are started here when they are not running."""
+"""Suite-wide fixtures. Services the tests need are started here when they are not running.
+
+Only a run that collected a test needing them starts them: ``pytest tests/core`` runs on a bare machine.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +9,17 @@ import pytest
 
 from tests.services import ensure_all
 
+# Fixtures that open a database connection (pytest-django's and the suite's own gateway processes).
+_SERVICE_FIXTURES = frozenset({"db", "transactional_db", "django_db_setup", "live_server", "django_db_blocker"})
 
-def pytest_configure(config: pytest.Config) -> None:
-    ensure_all()
+
+def needs_services(item: pytest.Item) -> bool:
+    """Whether a collected test talks to PostgreSQL, Redis or RabbitMQ."""
+    if item.get_closest_marker("services") or item.get_closest_marker("django_db"):
+        return True
+    return bool(_SERVICE_FIXTURES.intersection(getattr(item, "fixturenames", ())))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if any(needs_services(item) for item in session.items):
+        ensure_all()

@@ -3,7 +3,7 @@
 It does what any proxy must and nothing more: read the body, POST it to the upstream named by
 ``BENCH_RELAY_UPSTREAM``, and pass the answer back, chunk by chunk for a stream. No Django, no routing, no
 audit, no metrics. ``BENCH_RELAY_CLIENT`` picks the HTTP client: ``http1`` (the gateway's own,
-``routing.http1``) or ``httpx2`` (the general-purpose client it replaced on the hot path). Measured under
+``routing.clients.http1``) or ``httpx2`` (the general-purpose client it replaced on the hot path). Measured under
 the same load as the gateway, it tells how much of the gateway's CPU per request any Python relay with that
 client on this machine would spend anyway (the server, the client, the event loop), and how noisy the
 machine is at the time of the run.
@@ -26,7 +26,7 @@ _client: Any = None
 async def _post_http1(body: bytes) -> tuple[int, str, AsyncIterator[bytes], Any]:
     global _client
     if _client is None:
-        from routing.http1 import Pool
+        from routing.clients.http1 import Pool
 
         _client = Pool(max_connections=1000, max_idle_per_origin=1000, keepalive_expiry=30.0)
     response = await _client.request("POST", UPSTREAM, HEADERS, body, timeout=60.0, connect_timeout=5.0)

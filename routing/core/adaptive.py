@@ -66,7 +66,7 @@ def adaptive_weights(
     deferred: list[int] = []  # unmeasured or unpriced: their weight needs the fastest or dearest peer
     for candidate in candidates:
         health = candidate.health
-        if health.cooldown_until is not None and not health.vitals(now)[4]:
+        if health.cooldown_until is not None and not health.vitals(now).available:
             append(0.0)
             continue
         latency = health.latency_estimate_s

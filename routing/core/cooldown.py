@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from routing.core.errors import TARGET_FAULT_REASONS, AttemptOutcome, ErrorClass
+from routing.core.outcome import TARGET_FAULT_REASONS, AttemptOutcome, ErrorClass
 
 # How a failure trips the breaker; None: the failure says nothing about the target.
 FailureKind = Literal["rate_limited", "lockout", "transient", "invalid"]

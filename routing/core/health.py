@@ -49,9 +49,9 @@ from routing.core.cooldown import (
     Trigger,
     failure_kind,
 )
-from routing.core.errors import AttemptOutcome
 from routing.core.health_config import HealthConfig
 from routing.core.latency import PeakEwmaLatency
+from routing.core.outcome import AttemptOutcome
 from routing.core.vitals import COOLING, HEALTHY, PROBING, Status, TargetStateView, Vitals
 
 __all__ = [
@@ -146,11 +146,11 @@ class TargetHealth(PeakEwmaLatency):
         """The selector's inputs in one call: (status, latency, in flight, cooldown_until, available)."""
         until = self.cooldown_until
         if until is None:
-            return (HEALTHY, self.latency_estimate_s, self.in_flight, None, True)
+            return Vitals(HEALTHY, self.latency_estimate_s, self.in_flight, None, True)
         if now < until:
-            return (COOLING, self.latency_estimate_s, self.in_flight, until, False)
+            return Vitals(COOLING, self.latency_estimate_s, self.in_flight, until, False)
         free = self._live_probes(now) < self.config.half_open_probes
-        return (PROBING, self.latency_estimate_s, self.in_flight, until, free)
+        return Vitals(PROBING, self.latency_estimate_s, self.in_flight, until, free)
 
     def snapshot(self, now: float) -> TargetStateView:
         """A frozen copy of this target's state at ``now``."""

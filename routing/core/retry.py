@@ -16,7 +16,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Literal
 
-from routing.core.errors import EARLY_FAILURE_REASONS, AttemptOutcome, ErrorClass
+from routing.core.outcome import EARLY_FAILURE_REASONS, AttemptOutcome, ErrorClass
 
 ActionKind = Literal["retry_same", "fallback", "give_up", "return_to_client"]
 

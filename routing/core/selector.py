@@ -176,7 +176,7 @@ def select(
     affinity: Affinity | None = None
     if len(candidates) == 1:  # nothing to choose: no weights, no draw
         only, health = candidates[0], candidates[0].health
-        if health.cooldown_until is None or health.vitals(now)[4]:
+        if health.cooldown_until is None or health.vitals(now).available:
             if session_target is not None:
                 affinity = "honored" if only.name == session_target else "released"
             why = _released("only available target", affinity, session_target)
@@ -227,7 +227,7 @@ def available_weights(candidates: Sequence[Candidate], now: float) -> list[float
     weights: list[float] = []
     for candidate in candidates:
         health = candidate.health
-        if health.cooldown_until is None or health.vitals(now)[4]:
+        if health.cooldown_until is None or health.vitals(now).available:
             weights.append(candidate.weight)
         else:
             weights.append(0.0)
@@ -298,7 +298,7 @@ def _skip_reasons(candidates: Sequence[Candidate], weights: list[float], now: fl
     for index, weight in enumerate(weights):
         if weight == 0.0:
             candidate = candidates[index]
-            cooling = candidate.health.vitals(now)[0] == COOLING
+            cooling = candidate.health.vitals(now).status == COOLING
             skipped.append((candidate.name, "cooling" if cooling else "probe_busy"))
     return tuple(skipped)
 
@@ -315,8 +315,9 @@ def _nothing_available(
         return Selection(strategy, None, "no candidates")
     retry_after = MIN_RETRY_AFTER_S
     for index, candidate in enumerate(candidates):
-        status, _, _, until, _ = candidate.health.vitals(now)
-        wait = until - now if status == COOLING and until is not None else MIN_RETRY_AFTER_S
+        vitals = candidate.health.vitals(now)
+        until = vitals.cooldown_until
+        wait = until - now if vitals.status == COOLING and until is not None else MIN_RETRY_AFTER_S
         retry_after = wait if index == 0 or wait < retry_after else retry_after
     retry_after = max(retry_after, MIN_RETRY_AFTER_S)
     why = f"every target is cooling down; the first recovers in {retry_after:.0f}s"

@@ -1,6 +1,6 @@
 """RoutingTable: an immutable snapshot of the routing configuration that the request path reads.
 
-The Django models are the source of truth; ``routing.runtime`` compiles them into one of these and swaps
+The Django models are the source of truth; ``routing.config.runtime`` compiles them into one of these and swaps
 a single reference when the configuration changes, so a request never sees half a change and never
 touches the database.
 """

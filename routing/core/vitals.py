@@ -7,16 +7,23 @@ The selector ranks over anything that ``HasVitals``: the live ``TargetHealth`` (
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
 
 Status = Literal["healthy", "cooling", "probing"]
-# What the selector reads per target, as one tuple because it is read per candidate per request:
-# (status, latency estimate or None when never measured, attempts in flight, cooldown_until, available).
-Vitals = tuple[Status, float | None, int, float | None, bool]
 
 HEALTHY: Status = "healthy"
 COOLING: Status = "cooling"
 PROBING: Status = "probing"
+
+
+class Vitals(NamedTuple):
+    """What the selector reads of a target whose breaker is open (the healthy case never builds one)."""
+
+    status: Status
+    latency_estimate_s: float | None  # None when never measured
+    in_flight: int
+    cooldown_until: float | None
+    available: bool
 
 
 class HasVitals(Protocol):
@@ -65,7 +72,7 @@ class TargetStateView:
 
     def vitals(self, now: float) -> Vitals:
         """The selector's inputs as frozen at snapshot time (``now`` is ignored)."""
-        return (self.status, self.latency_estimate_s, self.in_flight, self.cooldown_until, self.available)
+        return Vitals(self.status, self.latency_estimate_s, self.in_flight, self.cooldown_until, self.available)
 
     def as_dict(self) -> dict[str, Any]:
         """Plain JSON-ready fields, for the audit event."""

@@ -10,7 +10,6 @@ import math
 
 import pytest
 
-from routing.core.errors import AttemptOutcome, ErrorClass
 from routing.core.health import (
     CooldownStarted,
     HealthConfig,
@@ -19,6 +18,7 @@ from routing.core.health import (
     TargetStateView,
     failure_kind,
 )
+from routing.core.outcome import AttemptOutcome, ErrorClass
 from routing.core.table import RoutingSettings
 
 EXACT = 1e-9

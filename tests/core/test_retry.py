@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from routing.core.errors import AttemptOutcome, ErrorClass
-from routing.core.policy import classify_exception, classify_http_error
+from routing.core.error_classifier import classify_exception, classify_http_error
+from routing.core.outcome import AttemptOutcome, ErrorClass
 from routing.core.retry import Action, RetryBudget, RetryPolicy, client_status
 
 POLICY = RetryPolicy()

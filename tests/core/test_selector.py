@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from routing.core.errors import AttemptOutcome, ErrorClass
 from routing.core.health import HealthConfig, TargetHealth, TargetStateView
+from routing.core.outcome import AttemptOutcome, ErrorClass
 from routing.core.selector import (
     Candidate,
     RoundRobinState,

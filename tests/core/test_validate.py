@@ -9,11 +9,11 @@ import pytest
 
 from routing.core.answer import Answer, ToolCall
 from routing.core.contracts import effective_contract
-from routing.core.errors import ErrorClass
+from routing.core.outcome import ErrorClass
 from routing.core.requirements import DeclaredTool, Requirements
 from routing.core.table import ContractSpec
 from routing.core.validate import ValidationRules, Verdict, validate_answer
-from routing.schemacheck import validate_instance
+from routing.gateway.json_schema import validate_instance
 
 INVOICE = {
     "type": "object",

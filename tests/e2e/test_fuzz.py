@@ -21,7 +21,7 @@ from tests.gateway_process import Gateway
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
-SPEC = yaml.safe_load((Path(__file__).resolve().parents[2] / "routing" / "openapi.yaml").read_text())
+SPEC = yaml.safe_load((Path(__file__).resolve().parents[2] / "routing" / "api" / "openapi.yaml").read_text())
 MODELS = ["oa/oa-model", "az/az-model", "an/an-model", "ge/ge-model", "normal", "pool", "no-such-model"]
 OPERATIONS = [("/v1/chat/completions", "POST"), ("/v1/messages", "POST"), ("/v1/routing/explain", "POST"),
               ("/v1/models", "GET")]

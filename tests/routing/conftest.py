@@ -1,22 +1,3 @@
-"""In-process view tests hand their audit events to a list instead of the publisher thread.
+"""Request-serving tests here capture audit events in a list (tests/audit_capture.py)."""
 
-The publisher's own behaviour is tested in tests/audit; here a thread writing to the database behind the
-test's back would hold a connection open past the test database's teardown.
-"""
-
-from __future__ import annotations
-
-from collections.abc import Iterator
-from typing import Any
-
-import pytest
-
-from routing import auditing
-
-
-@pytest.fixture(autouse=True)
-def audit_events(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[dict[str, Any]]]:
-    events: list[dict[str, Any]] = []
-    monkeypatch.setattr(auditing, "publish_event",
-                        lambda call, journey, elapsed: events.append(auditing.build_event(call, journey, elapsed)))
-    yield events
+from tests.audit_capture import audit_events  # noqa: F401  (an autouse fixture)

@@ -10,9 +10,9 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from routing import models as m
-from routing.core.errors import AttemptOutcome, ErrorClass
-from routing.runtime import compile_table, runtime
-from routing.state import state
+from routing.config.runtime import compile_table, runtime
+from routing.core.outcome import AttemptOutcome, ErrorClass
+from routing.gateway.state import state
 
 pytestmark = pytest.mark.django_db
 

@@ -9,7 +9,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from routing import models as m
-from routing.versioning import current_version
+from routing.config.versioning import current_version
 
 pytestmark = pytest.mark.django_db
 

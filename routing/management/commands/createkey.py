@@ -7,7 +7,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
-from routing import versioning
+from routing.config import versioning
 from routing.models import GatewayKey
 
 

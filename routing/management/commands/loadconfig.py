@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from routing.configfile import ConfigError, load_config_file
+from routing.config.file import ConfigError, load_config_file
 
 
 class Command(BaseCommand):

@@ -1,0 +1,139 @@
+"""Shape checks of a client's request body: a 400 naming the field, before anything else looks at it.
+
+Only what the gateway itself relies on, or what every provider would refuse anyway, is checked here; the
+adapters refuse what a particular target cannot translate. Unknown fields pass through untouched.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from routing.gateway.gateway_error import GatewayError
+from routing.providers.errors import Inbound
+
+OPENAI_ROLES = ("system", "developer", "user", "assistant", "tool", "function")
+ANTHROPIC_ROLES = ("user", "assistant")
+RESPONSE_FORMATS = ("text", "json_object", "json_schema")
+REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
+
+
+def _fail(param: str, message: str) -> GatewayError:
+    return GatewayError(400, f"{param}: {message}", param=param, code="invalid_request", error_class="permanent")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _check_types(body: dict[str, Any], fields: dict[str, tuple[str, Any]]) -> None:
+    for name, (expected, check) in fields.items():
+        if name in body and body[name] is not None and not check(body[name]):
+            raise _fail(name, f"expected {expected}, got {type(body[name]).__name__}")
+
+
+def _check_positive_int(body: dict[str, Any], name: str) -> None:
+    value = body.get(name)
+    if value is not None and (not _is_int(value) or value < 1):
+        raise _fail(name, f"expected a positive integer, got {value!r}"[:200])
+
+
+def _check_content(content: Any, path: str, *, allow_none: bool) -> None:
+    if content is None and allow_none:
+        return
+    if isinstance(content, str):
+        return
+    if not isinstance(content, list):
+        raise _fail(path, "expected a string or a list of content parts")
+    for i, part in enumerate(content):
+        if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+            raise _fail(f"{path}[{i}]", "expected an object with a string `type`")
+
+
+def _check_tools(tools: Any, *, anthropic: bool) -> None:
+    if tools is None:
+        return
+    if not isinstance(tools, list):
+        raise _fail("tools", "expected a list")
+    for i, tool in enumerate(tools):
+        if not isinstance(tool, dict):
+            raise _fail(f"tools[{i}]", "expected an object")
+        if anthropic:
+            if not isinstance(tool.get("name"), str) or not tool["name"]:
+                raise _fail(f"tools[{i}].name", "expected a non-empty string")
+        elif tool.get("type", "function") == "function":
+            function = tool.get("function")
+            if not isinstance(function, dict) or not isinstance(function.get("name"), str) or not function["name"]:
+                raise _fail(f"tools[{i}].function.name", "expected a non-empty string")
+
+
+def check_body(body: dict[str, Any], inbound: Inbound) -> None:
+    """Raise GatewayError(400) naming the first field that breaks the endpoint's schema."""
+    model = body.get("model")
+    if not isinstance(model, str) or not model.strip():
+        raise _fail("model", "required: the name of a model, virtual model or tier alias")
+    _check_types(body, {"stream": ("true or false", lambda v: isinstance(v, bool)),
+                        "temperature": ("a number", _is_number), "top_p": ("a number", _is_number),
+                        "metadata": ("an object", lambda v: isinstance(v, dict))})
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise _fail("messages", "required: a non-empty list of messages")
+    if inbound == "anthropic":
+        _check_anthropic(body, messages)
+    else:
+        _check_openai(body, messages)
+
+
+def _check_openai(body: dict[str, Any], messages: list[Any]) -> None:
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise _fail(f"messages[{i}]", "expected an object with `role` and `content`")
+        role = message.get("role")
+        if role not in OPENAI_ROLES:
+            raise _fail(f"messages[{i}].role", f"expected one of {', '.join(OPENAI_ROLES)}")
+        _check_content(message.get("content"), f"messages[{i}].content",
+                       allow_none=role in ("assistant", "function"))
+        if role == "tool" and not isinstance(message.get("tool_call_id"), str):
+            raise _fail(f"messages[{i}].tool_call_id", "required for a tool message")
+    for name in ("max_tokens", "max_completion_tokens", "n"):
+        _check_positive_int(body, name)
+    _check_types(body, {"stream_options": ("an object", lambda v: isinstance(v, dict)),
+                        "seed": ("an integer", _is_int),
+                        "stop": ("a string or a list of strings",
+                                 lambda v: isinstance(v, str) or (isinstance(v, list)
+                                                                  and all(isinstance(s, str) for s in v)))})
+    _check_tools(body.get("tools"), anthropic=False)
+    response_format = body.get("response_format")
+    if response_format is not None:
+        if not isinstance(response_format, dict) or response_format.get("type") not in RESPONSE_FORMATS:
+            raise _fail("response_format.type", f"expected one of {', '.join(RESPONSE_FORMATS)}")
+        if response_format["type"] == "json_schema":
+            spec = response_format.get("json_schema")
+            if not isinstance(spec, dict) or not isinstance(spec.get("schema", {}), dict):
+                raise _fail("response_format.json_schema", "expected an object with a `schema` object")
+    effort = body.get("reasoning_effort")
+    if effort is not None and effort not in REASONING_EFFORTS:
+        raise _fail("reasoning_effort", f"expected one of {', '.join(REASONING_EFFORTS)}")
+
+
+def _check_anthropic(body: dict[str, Any], messages: list[Any]) -> None:
+    max_tokens = body.get("max_tokens")
+    if not _is_int(max_tokens) or max_tokens < 1:
+        raise _fail("max_tokens", "required: a positive integer")
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise _fail(f"messages[{i}]", "expected an object with `role` and `content`")
+        if message.get("role") not in ANTHROPIC_ROLES:
+            raise _fail(f"messages[{i}].role", "expected user or assistant")
+        _check_content(message.get("content"), f"messages[{i}].content", allow_none=False)
+    system = body.get("system")
+    if system is not None:
+        _check_content(system, "system", allow_none=False)
+    _check_types(body, {"stop_sequences": ("a list of strings",
+                                           lambda v: isinstance(v, list) and all(isinstance(s, str) for s in v)),
+                        "thinking": ("an object", lambda v: isinstance(v, dict)),
+                        "top_k": ("an integer", _is_int)})
+    _check_tools(body.get("tools"), anthropic=True)

@@ -1,0 +1,166 @@
+"""The tool-execution ledger over HTTP: claim before running a side effect, then complete or fail it.
+
+    POST /v1/ledger/claim     {"execution_key", "owner", "lease_seconds"?, "takeover_unknown"?}
+    POST /v1/ledger/complete  {"execution_key", "owner", "result"}
+    POST /v1/ledger/fail      {"execution_key", "owner", "error", "retryable"?}
+    POST /v1/ledger/unknown   {"execution_key", "owner", "detail"}
+    GET  /v1/ledger/<execution_key>
+
+The rules are ``routing.core.ledger``'s; entries live in the database so that every worker process and
+every executor agree. These endpoints are not on the proxy's request path.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from django.db import DatabaseError, IntegrityError, transaction
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
+from rest_framework import exceptions as drf
+
+from routing.api import views
+from routing.clients.db_thread import in_db_thread
+from routing.core.ledger import (
+    ClaimDecision,
+    ExecutionEntry,
+    ExecutionState,
+    LedgerConflict,
+    claim_execution,
+    settle_execution,
+)
+from routing.gateway.gateway_error import GatewayError
+from routing.models import ToolExecution
+
+LEDGER_TTL_S = 7 * 86_400.0
+_UNAVAILABLE = GatewayError(503, "The ledger's database is not reachable; nothing was recorded. Retry later.",
+                            code="ledger_unavailable", headers={"Retry-After": "5"})
+DEFAULT_LEASE_S = 300.0
+
+
+def _entry(row: ToolExecution | None) -> ExecutionEntry | None:
+    if row is None:
+        return None
+    return ExecutionEntry(key=row.execution_key, state=ExecutionState(row.state), owner=row.owner,
+                          lease_until=row.lease_until, expires_at=row.expires_at, attempts=row.attempts,
+                          result=row.result, error=row.error)
+
+
+def _store(entry: ExecutionEntry, row: ToolExecution | None) -> None:
+    values = {"state": str(entry.state), "owner": entry.owner, "lease_until": entry.lease_until,
+              "expires_at": entry.expires_at, "attempts": entry.attempts, "result": entry.result,
+              "error": entry.error}
+    if row is None:
+        ToolExecution.objects.create(execution_key=entry.key, **values)
+    else:
+        ToolExecution.objects.filter(pk=row.pk).update(**values)
+
+
+def _view(entry: ExecutionEntry, now: float) -> dict[str, Any]:
+    return {"execution_key": entry.key, "state": str(entry.state_at(now)), "owner": entry.owner,
+            "attempts": entry.attempts, "result": entry.result, "error": entry.error,
+            "lease_until": entry.lease_until if entry.state is ExecutionState.CLAIMED else None}
+
+
+def _claim(key: str, owner: str, lease_s: float, takeover: bool) -> tuple[ClaimDecision, float]:
+    for _ in range(2):  # a concurrent first claim wins the insert; the loser re-reads under the lock
+        try:
+            with transaction.atomic():
+                row = ToolExecution.objects.select_for_update().filter(execution_key=key).first()
+                now = time.time()
+                decision, new = claim_execution(_entry(row), key=key, owner=owner, now=now, lease_s=lease_s,
+                                                ttl_s=LEDGER_TTL_S, takeover_unknown=takeover)
+                if new is not None:
+                    _store(new, row)
+                return decision, now
+        except IntegrityError:
+            continue
+    raise GatewayError(409, "The execution key is being claimed concurrently; retry.", code="ledger_conflict")
+
+
+def _settle(key: str, owner: str, state: str, result: str | None, error: str | None) -> tuple[ExecutionEntry, float]:
+    with transaction.atomic():
+        row = ToolExecution.objects.select_for_update().filter(execution_key=key).first()
+        now = time.time()
+        try:
+            entry = settle_execution(_entry(row), owner=owner, state=state, now=now,  # type: ignore[arg-type]
+                                     ttl_s=LEDGER_TTL_S, result=result, error=error)
+        except LedgerConflict as exc:
+            raise GatewayError(409, str(exc), code="ledger_conflict") from None
+        _store(entry, row)
+        return entry, now
+
+
+def _json(data: dict[str, Any], status: int = 200) -> HttpResponse:
+    return HttpResponse(json.dumps(data), content_type="application/json", status=status)
+
+
+def _field(body: dict[str, Any], name: str, kind: type, *, required: bool = True) -> Any:
+    value = body.get(name)
+    if value is None and not required:
+        return None
+    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+        raise GatewayError(400, f"{name}: expected a {kind.__name__}", param=name, code="invalid_request")
+    if isinstance(value, str) and not value.strip():
+        raise GatewayError(400, f"{name}: must not be empty", param=name, code="invalid_request")
+    return value
+
+
+async def _authenticated_body(request: HttpRequest) -> dict[str, Any]:
+    try:
+        views._authentication.authenticate_with(request, views.current_table())
+    except drf.APIException as exc:
+        raise views._as_gateway_error(exc) from None
+    return views._read_json(request) if request.method == "POST" else {}
+
+
+async def ledger(request: HttpRequest, action: str) -> HttpResponseBase:
+    try:
+        if request.method != "POST":
+            raise GatewayError(405, f"Use POST for /v1/ledger/{action}.", code="method_not_allowed")
+        body = await _authenticated_body(request)
+        key = _field(body, "execution_key", str)
+        owner = _field(body, "owner", str)
+        if action == "claim":
+            lease = body.get("lease_seconds", DEFAULT_LEASE_S)
+            if isinstance(lease, bool) or not isinstance(lease, int | float) or not 0 < lease <= 86_400:
+                raise GatewayError(400, "lease_seconds: expected a number of seconds up to 86400",
+                                   param="lease_seconds", code="invalid_request")
+            takeover = bool(body.get("takeover_unknown", False))
+            decision, now = await in_db_thread(_claim)(key, owner, float(lease), takeover)
+            status = 200 if decision.kind == "claimed" else 409
+            return _json({"decision": decision.kind, **_view(decision.entry, now)}, status)
+        if action == "complete":
+            result = body.get("result")
+            text = result if isinstance(result, str) else json.dumps(result)
+            entry, now = await in_db_thread(_settle)(key, owner, "completed", text, None)
+        elif action == "fail":
+            retryable = bool(body.get("retryable", False))
+            error = _field(body, "error", str)
+            entry, now = await in_db_thread(_settle)(key, owner, "pending" if retryable else "failed", None, error)
+        elif action == "unknown":
+            detail = _field(body, "detail", str)
+            entry, now = await in_db_thread(_settle)(key, owner, "unknown", None, detail)
+        else:
+            raise GatewayError(404, f"Unknown ledger action `{action}`.", code="unknown_endpoint")
+        return _json(_view(entry, now))
+    except DatabaseError:
+        return views.error_response("openai", _UNAVAILABLE)
+    except GatewayError as exc:
+        return views.error_response("openai", exc)
+
+
+async def ledger_get(request: HttpRequest, key: str) -> HttpResponseBase:
+    try:
+        await _authenticated_body(request)
+        row = await in_db_thread(lambda: ToolExecution.objects.filter(execution_key=key).first())()
+        entry = _entry(row)
+        now = time.time()
+        if entry is None or now >= entry.expires_at:
+            raise GatewayError(404, "No ledger entry for this execution key.", code="not_found")
+        return _json(_view(entry, now))
+    except DatabaseError:
+        return views.error_response("openai", _UNAVAILABLE)
+    except GatewayError as exc:
+        return views.error_response("openai", exc)

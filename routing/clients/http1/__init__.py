@@ -1,0 +1,7 @@
+"""A lean HTTP/1.1 client for provider traffic: an asyncio protocol per connection, httptools' parser,
+and a keep-alive pool. See ``routing/clients/upstream.py`` for how the gateway uses it."""
+
+from routing.clients.http1.connection import TransportFailure, UpstreamResponse
+from routing.clients.http1.pool import Pool
+
+__all__ = ["Pool", "TransportFailure", "UpstreamResponse"]

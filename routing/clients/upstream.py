@@ -1,0 +1,100 @@
+"""The one place the gateway talks HTTP to providers: a keep-alive pool per worker process.
+
+The client is ``routing.clients.http1`` (an asyncio protocol per connection with httptools' parser), chosen for
+the hot path: measured as a bare relay under granian it costs a fraction of a general-purpose client's
+CPU per request (``bench/README.md``). Transport failures are reported as the ``ExceptionKind`` words of
+``routing.core.error_classifier`` so the policy, not this module, decides what they mean::
+
+    TransportFailure.kind
+    ├── connect, connect_timeout   -> "connect", "connect_timeout"   nothing reached the provider
+    ├── write_timeout              -> "write_timeout"                the body never arrived whole
+    ├── read_timeout               -> before the first byte: "read_timeout_before_first_byte"
+    │                                 after it: "read_timeout_mid_stream"
+    ├── connection_lost            -> "connection_lost_after_send"   the provider may have acted
+    └── protocol                   -> "protocol"
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from django.conf import settings
+
+from routing.clients.http1 import Pool, TransportFailure, UpstreamResponse
+from routing.core.error_classifier import ExceptionKind
+
+KEEPALIVE_EXPIRY_S = 30.0
+MAX_IDLE_PER_PROVIDER = 200
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamRequest:
+    method: str
+    url: str
+    headers: Mapping[str, str]
+    body: bytes
+    timeout_s: float
+    connect_timeout_s: float
+
+
+class UpstreamPool:
+    """Lazily creates the pool inside the running event loop (tests run several loops in one process)."""
+
+    def __init__(self) -> None:
+        self._pool: Pool | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def get(self) -> Pool:
+        loop = asyncio.get_running_loop()
+        if self._pool is None or self._loop is not loop:
+            self._pool = Pool(
+                max_connections=settings.GOMODEL_UPSTREAM_MAX_CONNECTIONS,
+                max_idle_per_origin=min(MAX_IDLE_PER_PROVIDER, settings.GOMODEL_UPSTREAM_MAX_CONNECTIONS),
+                keepalive_expiry=KEEPALIVE_EXPIRY_S,
+            )
+            self._loop = loop
+        return self._pool
+
+    async def aclose(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+
+
+pool = UpstreamPool()
+
+
+def build(method: str, url: str, headers: Mapping[str, str], body: bytes, timeout_s: float) -> UpstreamRequest:
+    """An upstream request whose every wait ends by ``timeout_s`` (the attempt's share of the deadline)."""
+    connect = min(settings.GOMODEL_UPSTREAM_CONNECT_TIMEOUT, timeout_s)
+    return UpstreamRequest(method, url, headers, body, timeout_s, connect)
+
+
+async def send(request: UpstreamRequest) -> UpstreamResponse:
+    """Send and return as soon as the status line and headers are in; the body is read by the caller."""
+    return await pool.get().request(
+        request.method, request.url, request.headers, request.body,
+        timeout=request.timeout_s, connect_timeout=request.connect_timeout_s,
+    )
+
+
+_KINDS: dict[str, ExceptionKind] = {
+    "connect": "connect",
+    "connect_timeout": "connect_timeout",
+    "write_timeout": "write_timeout",
+    "connection_lost": "connection_lost_after_send",
+    "protocol": "protocol",
+}
+
+
+def exception_kind(exc: BaseException, *, first_byte_seen: bool) -> ExceptionKind:
+    if isinstance(exc, TransportFailure) and exc.kind != "read_timeout":
+        return _KINDS.get(exc.kind, "protocol")
+    # A read timeout, or the deadline's own timeout around the attempt.
+    return "read_timeout_mid_stream" if first_byte_seen else "read_timeout_before_first_byte"
+
+
+def is_transport_error(exc: BaseException) -> bool:
+    return isinstance(exc, TransportFailure | asyncio.TimeoutError)

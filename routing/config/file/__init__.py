@@ -1,0 +1,37 @@
+"""The declarative configuration file: parse and check it whole, apply it atomically, dump it back.
+
+The canonical form leaves out values equal to their defaults, so ``dump -> load -> dump`` is equal and
+loading the same file twice changes nothing. Errors name the path of the offending entry, e.g.
+``virtual_models[2].targets[0].model: unknown model "x"``.
+
+Modules: ``schema`` (sections, settings fields, ConfigError), ``checks`` and ``contract`` (field checks),
+``parse`` (read and check the file), ``apply`` (write it to the database), ``dump`` (read it back out).
+This package re-exports their public names, so ``from routing.config.file import X`` keeps working.
+"""
+
+from __future__ import annotations
+
+from routing.config.file.apply import ApplyResult, apply_config
+from routing.config.file.dump import dump_config, dump_yaml
+from routing.config.file.parse import parse_config, read_config_file
+from routing.config.file.schema import SECTIONS, SETTINGS_FIELDS, ConfigError
+
+__all__ = [
+    "SECTIONS",
+    "SETTINGS_FIELDS",
+    "ApplyResult",
+    "ConfigError",
+    "apply_config",
+    "dump_config",
+    "dump_yaml",
+    "load_config_file",
+    "parse_config",
+    "read_config_file",
+]
+
+
+def load_config_file(path: str, *, author: str, prune: bool = False) -> ApplyResult:
+    """Read, check and apply ``path``; ConfigError naming every problem, and nothing applied then."""
+    data = read_config_file(path)
+    canonical = parse_config(data)
+    return apply_config(canonical, author=author, prune=prune)

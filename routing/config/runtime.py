@@ -1,0 +1,247 @@
+"""The per-process runtime: compile the Django models into a RoutingTable and hot-swap it on change.
+
+The request path calls ``current_table()``, which returns one reference and never touches the database.
+A daemon thread polls the configuration version (one tiny query every GOMODEL_CONFIG_POLL_SECONDS) and,
+when it moved, compiles a new table and swaps the reference. A request in flight keeps the table it
+started with, so a change never fails it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from datetime import datetime
+
+from django.conf import settings
+from django.db import close_old_connections
+
+from gomodel_site.settings import provider_secret
+from routing import models as m
+from routing.core.table import (
+    ContractSpec,
+    KeySpec,
+    ModelSpec,
+    ProviderSpec,
+    RoutingSettings,
+    RoutingTable,
+    Secret,
+    TargetRef,
+    TierRouteSpec,
+    VirtualModelSpec,
+)
+
+log = logging.getLogger("gomodel.runtime")
+
+
+def _float(value: object) -> float | None:
+    return None if value is None else float(value)  # type: ignore[arg-type]
+
+
+def _timestamp(value: datetime | None) -> float | None:
+    return None if value is None else value.timestamp()
+
+
+def compile_settings(row: m.RoutingSettings | None) -> RoutingSettings:
+    """Environment values as defaults, admin overrides on top."""
+
+    def pick(field: str, default: object) -> object:
+        value = getattr(row, field, None) if row is not None else None
+        return default if value is None or value == "" else value
+
+    return RoutingSettings(
+        smart_routing_enabled=bool(pick("smart_routing_enabled", settings.PRO_SMART_ROUTING_ENABLED)),
+        smart_routing_threshold=int(pick("smart_routing_threshold", settings.PRO_SMART_ROUTING_THRESHOLD)),  # type: ignore[call-overload]
+        smart_routing_session_ttl_s=float(
+            pick("smart_routing_session_ttl_seconds", settings.PRO_SMART_ROUTING_SESSION_TTL)  # type: ignore[arg-type]
+        ),
+        smart_routing_keywords=tuple(pick("smart_routing_keywords", settings.PRO_SMART_ROUTING_KEYWORDS)),  # type: ignore[call-overload]
+        routing_enabled=bool(pick("routing_enabled", settings.PRO_ROUTING_ENABLED)),
+        routing_objective=str(pick("routing_objective", settings.PRO_ROUTING_OBJECTIVE)),
+        min_weight_fraction=float(pick("min_weight_fraction", settings.PRO_ROUTING_MIN_WEIGHT_FRACTION)),  # type: ignore[arg-type]
+        cooldown_base_s=float(pick("cooldown_base_seconds", settings.PRO_ROUTING_COOLDOWN_BASE)),  # type: ignore[arg-type]
+        cooldown_max_s=float(pick("cooldown_max_seconds", settings.PRO_ROUTING_COOLDOWN_MAX)),  # type: ignore[arg-type]
+        warm_cache_weight=float(pick("warm_cache_weight", settings.PRO_ROUTING_WARM_CACHE_WEIGHT)),  # type: ignore[arg-type]
+        warm_cache_ttl_s=float(pick("warm_cache_ttl_seconds", settings.PRO_ROUTING_WARM_CACHE_TTL)),  # type: ignore[arg-type]
+    )
+
+
+def compile_table(version: int) -> RoutingTable:
+    """A RoutingTable from the database as it is now (runs in a thread, never on the event loop)."""
+    providers: list[ProviderSpec] = []
+    missing: list[str] = []
+    for provider in m.Provider.objects.prefetch_related("keys").filter(enabled=True):
+        keys: list[Secret] = []
+        for key in provider.keys.all():
+            variable = m.env_reference_name(key.reference)
+            value = provider_secret(variable) if variable else None
+            if value is None:
+                missing.append(f"{provider.name}: {key.reference}")
+            else:
+                keys.append(Secret(value))
+        providers.append(
+            ProviderSpec(
+                name=provider.name,
+                kind=provider.kind,
+                base_url=provider.base_url.rstrip("/"),
+                api_keys=tuple(keys),
+                api_version=provider.api_version,
+                timeout_s=float(provider.timeout_seconds),
+            )
+        )
+    if missing:
+        log.warning("provider key references with no value in the environment: %s", ", ".join(missing))
+    enabled_providers = {p.name for p in providers}
+
+    models = [
+        ModelSpec(
+            name=row.name,
+            provider=row.provider.name,
+            upstream=row.upstream,
+            input_price=_float(row.input_price),
+            output_price=_float(row.output_price),
+            cached_input_price=_float(row.cached_input_price),
+            context_window=row.context_window,
+            max_output_tokens=row.max_output_tokens,
+            capabilities=frozenset(row.capabilities or ["text"]),
+            model_class=row.model_class,
+            enabled=row.enabled and row.provider.name in enabled_providers,
+        )
+        for row in m.ProviderModel.objects.select_related("provider")
+    ]
+    contracts = [
+        ContractSpec(
+            workload=row.workload,
+            version=row.version,
+            modalities=frozenset(row.modalities or ["text"]),
+            max_input_tokens=row.max_input_tokens,
+            requires_tools=row.requires_tools,
+            structured_output_required=row.structured_output_required,
+            schema=row.schema or None,
+            strict=row.strict,
+            allowed_model_classes=frozenset(row.allowed_model_classes or []),
+            max_cost_usd=_float(row.max_cost_usd),
+            deadline_ms=row.deadline_ms,
+            required_finish_reason=row.required_finish_reason or None,
+            min_output_chars=row.min_output_chars,
+            validator=row.validator,
+        )
+        for row in m.Contract.objects.all()
+    ]
+    virtual = [
+        VirtualModelSpec(
+            source=row.source,
+            strategy=row.strategy,
+            targets=tuple(TargetRef(t.target, float(t.weight)) for t in row.targets.all()),
+            session_affinity=row.session_affinity,
+            contract=row.contract.workload if row.contract else None,
+            enabled=row.enabled,
+        )
+        for row in m.VirtualModel.objects.select_related("contract").prefetch_related("targets")
+    ]
+    # Routes from PRO_SMART_ROUTING_ROUTES are defaults; a route edited in the admin wins.
+    routes = {
+        alias: TierRouteSpec(alias=alias, easy=spec["easy"], hard=spec["hard"])
+        for alias, spec in settings.PRO_SMART_ROUTING_ROUTES.items()
+    }
+    for row in m.TierRoute.objects.select_related("contract"):
+        routes[row.alias] = TierRouteSpec(
+            alias=row.alias,
+            easy=row.easy,
+            hard=row.hard,
+            contract=row.contract.workload if row.contract else None,
+            enabled=row.enabled,
+        )
+    keys = [
+        KeySpec(
+            id=row.id,
+            name=row.name,
+            secret_hash=row.secret_hash,
+            allowed_models=frozenset(row.allowed_models or []),
+            expires_at=_timestamp(row.expires_at),
+            revoked=row.revoked,
+        )
+        for row in m.GatewayKey.objects.filter(revoked=False)
+    ]
+    if settings.GOMODEL_MASTER_KEY:
+        keys.append(KeySpec(id=0, name="master", secret_hash=m.hash_secret(settings.GOMODEL_MASTER_KEY),
+                            is_master=True))
+    return RoutingTable.build(
+        version=version,
+        providers=providers,
+        models=models,
+        virtual_models=virtual,
+        tier_routes=list(routes.values()),
+        contracts=contracts,
+        keys=keys,
+        settings=compile_settings(m.RoutingSettings.objects.filter(pk=1).first()),
+    )
+
+
+class Runtime:
+    """Holds this process's RoutingTable and keeps it fresh."""
+
+    def __init__(self) -> None:
+        self._table: RoutingTable | None = None
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self.last_error: str | None = None
+
+    @property
+    def loaded(self) -> bool:
+        return self._table is not None
+
+    def table(self) -> RoutingTable:
+        table = self._table
+        if table is None:
+            return RoutingTable()
+        return table
+
+    def swap(self, table: RoutingTable) -> None:
+        """Replace the table in one reference assignment; requests in flight keep the one they started with."""
+        self._table = table
+
+    def reload_if_changed(self) -> bool:
+        """Compile and swap when the stored version differs from ours; True when it swapped."""
+        from routing.config.versioning import current_version
+
+        with self._lock:
+            try:
+                version = current_version()
+                if self._table is not None and version == self._table.version:
+                    return False
+                self.swap(compile_table(version))
+                self.last_error = None
+                log.info("routing table version %d loaded", version)
+                return True
+            except Exception as exc:  # keep serving the previous table; say why on /health/ready
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                log.error("cannot reload the routing table: %s", self.last_error)
+                return False
+            finally:
+                close_old_connections()
+
+    def start(self) -> None:
+        """Load once (in a thread: the caller may be inside an event loop), then poll in the background."""
+        if self._thread is not None:
+            return
+        first = threading.Thread(target=self.reload_if_changed, name="gomodel-config-load")
+        first.start()
+        first.join(timeout=60)
+        self._thread = threading.Thread(target=self._poll, name="gomodel-config-poll", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _poll(self) -> None:
+        interval = settings.GOMODEL_CONFIG_POLL_SECONDS
+        while not self._stop.wait(interval):
+            self.reload_if_changed()
+
+
+runtime = Runtime()
+
+
+def current_table() -> RoutingTable:
+    return runtime.table()

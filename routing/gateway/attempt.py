@@ -1,0 +1,210 @@
+"""One upstream attempt: send, read, classify, validate. The engine decides what happens next.
+
+A non-streaming attempt ends with an ``AttemptResult`` whose outcome is a success (the answer passed
+validation) or a classified failure. A streaming attempt ends either in failure before anything could be
+sent to the client (so another attempt may still replace it) or with a ``LiveStream``: the upstream has
+produced the first client frames and the engine commits to it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from routing.clients import upstream
+from routing.clients.http1 import UpstreamResponse
+from routing.core.answer import Answer, Usage, cost_usd
+from routing.core.error_classifier import classify_exception, classify_http_error
+from routing.core.outcome import AttemptOutcome, ErrorClass
+from routing.core.table import ModelSpec, ProviderSpec
+from routing.core.validate import ValidationRules, Verdict, validate_answer
+from routing.gateway.json_schema import validate_instance
+from routing.providers import MalformedResponse, StreamTranslator, get_adapter
+from routing.providers.errors import Inbound
+
+MAX_ERROR_BODY_BYTES = 64 * 1024
+
+
+def model_cost(model: ModelSpec, usage: Usage) -> float | None:
+    return cost_usd(
+        usage,
+        input_price=model.input_price,
+        output_price=model.output_price,
+        cached_input_price=model.cached_input_price,
+    )
+
+
+@dataclass
+class AttemptResult:
+    outcome: AttemptOutcome
+    client_body: dict[str, Any] | None = None
+    answer: Answer | None = None
+    usage: Usage | None = None
+    verdict: Verdict | None = None
+    error_body: bytes | None = None  # the upstream's error body, for relaying a client mistake
+    ttfb_s: float | None = None
+
+
+@dataclass
+class LiveStream:
+    """A stream that produced its first client frames; the rest is read while the client is served."""
+
+    response: UpstreamResponse
+    chunks: Any  # the upstream byte iterator, already started
+    translator: StreamTranslator
+    first_frames: list[bytes]
+    ttfb_s: float
+    started: float
+
+
+@dataclass(frozen=True)
+class AttemptSpec:
+    provider: ProviderSpec
+    model: ModelSpec
+    body: dict[str, Any]
+    inbound: Inbound
+    stream: bool
+    api_key: str
+    timeout_s: float
+    rules: ValidationRules
+    client_wants_usage: bool
+
+
+def _request(spec: AttemptSpec) -> upstream.UpstreamRequest:
+    adapter = get_adapter(spec.provider.kind)
+    built = adapter.build_request(
+        provider=spec.provider, model=spec.model, body=spec.body, inbound=spec.inbound, stream=spec.stream,
+        api_key=spec.api_key,
+    )
+    payload = json.dumps(built.json, ensure_ascii=False, separators=(",", ":")).encode()
+    timeout = min(spec.timeout_s, spec.provider.timeout_s)
+    return upstream.build(built.method, built.url, built.headers, payload, timeout)
+
+
+async def run_json_attempt(spec: AttemptSpec) -> AttemptResult:
+    """A non-streaming attempt to its end. TranslationError propagates: nothing was sent."""
+    request = _request(spec)
+    started = time.monotonic()
+    ttfb: float | None = None
+    try:
+        response = await upstream.send(request)
+        ttfb = time.monotonic() - started
+        try:
+            data = await response.aread()
+        finally:
+            await response.aclose()
+    except Exception as exc:
+        if not upstream.is_transport_error(exc):
+            raise
+        kind = upstream.exception_kind(exc, first_byte_seen=ttfb is not None)
+        return AttemptResult(classify_exception(kind, latency_s=time.monotonic() - started), ttfb_s=ttfb)
+    latency = time.monotonic() - started
+    if response.status_code >= 300:
+        outcome = classify_http_error(
+            response.status_code, response.header_dict(), data[:MAX_ERROR_BODY_BYTES], spec.provider.kind,
+            latency_s=latency, now_unix=time.time(),
+        )
+        return AttemptResult(outcome, error_body=data[:MAX_ERROR_BODY_BYTES], ttfb_s=ttfb)
+    adapter = get_adapter(spec.provider.kind)
+    try:
+        parsed = adapter.parse_response(
+            status=response.status_code, data=data, inbound=spec.inbound, public_model=spec.model.name
+        )
+    except MalformedResponse:
+        outcome = AttemptOutcome.failure(
+            ErrorClass.INVALID_RESPONSE, "malformed", status=response.status_code, latency_s=latency
+        )
+        return AttemptResult(outcome, verdict=Verdict(ok=False, reason="malformed"), ttfb_s=ttfb)
+    verdict = validate_answer(parsed.answer, spec.rules, schema_validator=validate_instance)
+    return AttemptResult(
+        verdict.as_outcome(latency_s=latency, status=response.status_code),
+        client_body=parsed.client_body,
+        answer=parsed.answer,
+        usage=parsed.usage,
+        verdict=verdict,
+        ttfb_s=ttfb,
+    )
+
+
+def _has_content(translator: StreamTranslator) -> bool:
+    answer = translator.answer
+    return bool(answer.text or answer.tool_calls or answer.reasoning_text) or translator.complete
+
+
+async def start_stream_attempt(spec: AttemptSpec) -> AttemptResult | LiveStream:
+    """Send, and read until the first client frames exist (LiveStream) or the attempt failed."""
+    request = _request(spec)
+    started = time.monotonic()
+    try:
+        response = await upstream.send(request)
+    except Exception as exc:
+        if not upstream.is_transport_error(exc):
+            raise
+        kind = upstream.exception_kind(exc, first_byte_seen=False)
+        return AttemptResult(classify_exception(kind, latency_s=time.monotonic() - started))
+    if response.status_code >= 300:
+        try:
+            data = await response.aread()
+        except Exception as exc:
+            if not upstream.is_transport_error(exc):
+                raise
+            data = b""
+        finally:
+            await response.aclose()
+        outcome = classify_http_error(
+            response.status_code, response.header_dict(), data[:MAX_ERROR_BODY_BYTES], spec.provider.kind,
+            latency_s=time.monotonic() - started, now_unix=time.time(),
+        )
+        return AttemptResult(outcome, error_body=data[:MAX_ERROR_BODY_BYTES])
+
+    adapter = get_adapter(spec.provider.kind)
+    translator = adapter.stream_translator(
+        inbound=spec.inbound, public_model=spec.model.name, client_wants_usage=spec.client_wants_usage
+    )
+    chunks = response.aiter_raw()
+    frames: list[bytes] = []
+    got_bytes = False
+    try:
+        # Frames are held back until one carries content (or the stream ends): a provider's opening
+        # role-only chunk tells the client nothing, and while nothing was sent the attempt can be replaced.
+        while not (frames and _has_content(translator)):
+            try:
+                chunk = await chunks.__anext__()
+            except StopAsyncIteration:
+                frames += translator.finish()
+                if not translator.complete:
+                    frames = []  # ended before saying anything: a failed attempt, not an answer
+                break
+            got_bytes = True
+            frames += translator.feed(chunk)
+            if translator.failure is not None:
+                frames = []
+                break
+    except MalformedResponse:
+        await response.aclose()
+        return AttemptResult(AttemptOutcome.failure(
+            ErrorClass.INVALID_RESPONSE, "malformed", status=response.status_code,
+            latency_s=time.monotonic() - started))
+    except Exception as exc:
+        await response.aclose()
+        if not upstream.is_transport_error(exc):
+            raise
+        # Before any client byte, a cut stream is the provider's failure and may be replaced.
+        kind = upstream.exception_kind(exc, first_byte_seen=got_bytes)
+        outcome = classify_exception(kind, latency_s=time.monotonic() - started)
+        if got_bytes:
+            outcome = AttemptOutcome.failure(
+                ErrorClass.TRANSIENT, "stream_cut", status=response.status_code, latency_s=outcome.latency_s)
+        return AttemptResult(outcome)
+    ttfb = time.monotonic() - started
+    if not frames:
+        await response.aclose()
+        failure = translator.failure
+        reason = "stream_cut" if failure is None else ("overloaded" if "overload" in failure.error_type else
+                                                          "server_error")
+        return AttemptResult(AttemptOutcome.failure(
+            ErrorClass.TRANSIENT, reason, status=response.status_code, latency_s=ttfb))
+    return LiveStream(response=response, chunks=chunks, translator=translator, first_frames=frames, ttfb_s=ttfb,
+                      started=started)

@@ -1,0 +1,265 @@
+"""The attempt loop: walk a request's plan under its deadline until an answer is accepted or the policy stops.
+
+Each pass takes the next candidate and
+1. ``_launchable``: skips it when the deadline leaves no room for it or its breaker refuses it;
+2. ``_attempt``: sends one attempt (JSON to its end, a stream until its first client frames);
+3. ``_record``: books the outcome into the attempt record, the target's health and the metrics;
+4. ``_next_step``: asks the retry policy whether to retry the same target, fall back, or stop.
+``_give_up`` turns the loop's last state into the client's error. A stream that produced frames, and a JSON
+answer that passed validation, are answered at once (``routing.gateway.responses``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from typing import NoReturn
+
+from django.http import HttpResponse, StreamingHttpResponse
+
+from routing.config.answer_checks import resolve_validator
+from routing.core.contracts import EffectiveContract
+from routing.core.deadline import AttemptAllowance, Deadline
+from routing.core.health import TargetHealth
+from routing.core.outcome import AttemptOutcome, ErrorClass
+from routing.core.retry import client_status
+from routing.core.table import ModelSpec
+from routing.core.validate import ValidationRules
+from routing.gateway.attempt import (
+    AttemptResult,
+    AttemptSpec,
+    LiveStream,
+    model_cost,
+    run_json_attempt,
+    start_stream_attempt,
+)
+from routing.gateway.gateway_error import GatewayError
+from routing.gateway.records import AttemptRecord, Call, Journey
+from routing.gateway.responses import count_attempt, health_view, json_response, stream_response
+from routing.gateway.state import state
+from routing.ops import metrics
+from routing.providers import TranslationError, client_wants_usage, get_adapter
+
+Response = HttpResponse | StreamingHttpResponse
+
+# How each failure reason reads in the client's error message.
+_FAILURE_WORDS = {
+    "rate_limited": "every eligible upstream is rate limiting",
+    "overloaded": "every eligible upstream is overloaded",
+    "timeout": "the upstream did not answer in time",
+    "context_overflow": "the request does not fit the context window of any eligible model",
+    "unsupported": "no eligible model supports a parameter of this request",
+    "auth": "the gateway's provider credentials were refused",
+    "not_found": "the provider does not know the configured model",
+}
+
+
+def validation_rules(contract: EffectiveContract) -> ValidationRules:
+    checks = [resolve_validator(contract.validator)] if contract.validator else []
+    return ValidationRules.from_contract(contract, extra_checks=checks)
+
+
+class AttemptLoop:
+    """One request's walk over its candidates; ``run`` returns the response or raises ``GatewayError``."""
+
+    def __init__(self, call: Call, journey: Journey, models: list[ModelSpec], contract: EffectiveContract,
+                 deadline: Deadline) -> None:
+        self.call = call
+        self.journey = journey
+        self.models = models
+        self.deadline = deadline
+        self.rules = validation_rules(contract)
+        self.wants_usage = client_wants_usage(call.inbound, call.body)
+        self.index = 0  # the candidate being tried
+        self.same_retries = 0  # retries of the current candidate
+        self.fallbacks = 0
+        self.last: AttemptResult | None = None  # the last failed JSON attempt
+        self.translation_error: TranslationError | None = None
+        self.deadline_exhausted = False
+        self.cooling_until: float | None = None  # the earliest end of a cooldown that refused a candidate
+
+    async def run(self) -> Response:
+        state.retry_budget.record_request(time.monotonic())
+        while self.index < len(self.models):
+            model = self.models[self.index]
+            health = state.health.get(model.name)
+            allowance = AttemptAllowance.for_target(health.latency_estimate_s)
+            admission = self._launchable(health, allowance)
+            if admission is None:
+                self.index += 1
+                continue
+            record = AttemptRecord(seq=len(self.journey.attempts) + 1, target=model.name, provider=model.provider)
+            self.journey.attempts.append(record)
+            result = await self._attempt(model, record, health, allowance, probe=admission == "probe")
+            if result is None:  # the request could not be translated for this target
+                self.index += 1
+                continue
+            if isinstance(result, LiveStream):
+                record.ttfb_s = result.ttfb_s
+                health.record(AttemptOutcome.success(result.ttfb_s), time.monotonic())
+                return stream_response(self.call, self.journey, record, model, result, self.rules, health,
+                                       admission == "probe")
+            self._record(model, record, health, result)
+            if result.outcome.ok:
+                return json_response(self.call, self.journey, record, model, result)
+            if not await self._next_step(record, result.outcome, allowance):
+                break
+        self._give_up()
+
+    def _launchable(self, health: TargetHealth, allowance: AttemptAllowance) -> str | None:
+        """The breaker's admission ("admitted" or "probe"), or None when this candidate is skipped."""
+        now = time.monotonic()
+        # The primary attempt always goes out while time remains (the client chose the deadline); a
+        # retry or fallback only when it can still finish. A faster candidate further down may fit.
+        if self.journey.attempts:
+            launchable = self.deadline.can_launch(now, allowance)
+        else:
+            launchable = not self.deadline.expired(now)
+        if not launchable:
+            self.deadline_exhausted = True
+            return None
+        admission = health.begin(now)
+        if admission == "refused":  # cooling down (a concrete model has no alternative to skip to)
+            until = health.cooldown_until
+            if until is not None:
+                self.cooling_until = until if self.cooling_until is None else min(self.cooling_until, until)
+            return None
+        return admission
+
+    async def _attempt(self, model: ModelSpec, record: AttemptRecord, health: TargetHealth,
+                       allowance: AttemptAllowance, *, probe: bool) -> AttemptResult | LiveStream | None:
+        """One attempt; None when the request cannot be sent to this target (recorded as a fallback)."""
+        provider = self.call.table.providers[model.provider]
+        keys = provider.api_keys
+        api_key = keys[state.next_key_index(provider.name, len(keys))].reveal() if keys else ""
+        spec = AttemptSpec(provider=provider, model=model, body=self.call.body, inbound=self.call.inbound,
+                           stream=self.call.features.stream, api_key=api_key,
+                           timeout_s=self._attempt_timeout(allowance), rules=self.rules,
+                           client_wants_usage=self.wants_usage)
+        try:
+            result = await (start_stream_attempt(spec) if spec.stream else run_json_attempt(spec))
+        except TranslationError as exc:
+            health.end(time.monotonic(), probe=probe)
+            self.translation_error = exc
+            record.outcome = AttemptOutcome.failure(ErrorClass.INCOMPATIBLE, "unsupported", latency_s=0.0)
+            record.action = "fallback" if self.index + 1 < len(self.models) else "gave_up"
+            record.error_message = exc.message
+            return None
+        except BaseException:
+            health.end(time.monotonic(), probe=probe)
+            raise
+        if not isinstance(result, LiveStream):
+            health.end(time.monotonic(), probe=probe)
+        return result
+
+    def _record(self, model: ModelSpec, record: AttemptRecord, health: TargetHealth, result: AttemptResult) -> None:
+        """Book a finished JSON attempt: health (and a cooldown it trips), the record, the metrics."""
+        self.last = result
+        outcome = result.outcome
+        cooldown = health.record(outcome, time.monotonic())
+        if cooldown is not None:
+            metrics.ROUTING_COOLDOWNS.labels(model.name, cooldown.reason).inc()
+        record.outcome = outcome
+        record.ttfb_s = result.ttfb_s
+        record.usage = result.usage
+        record.cost = model_cost(model, result.usage) if result.usage else None
+        if outcome.ok:
+            record.validation = "accepted"
+        elif result.verdict is not None and not result.verdict.ok:
+            record.validation = f"rejected:{result.verdict.reason}"
+            metrics.VALIDATION_REJECTIONS.labels(result.verdict.reason).inc()
+        else:
+            record.validation = "not_run"
+        record.health = health_view(health, time.monotonic())
+        count_attempt(model.name, outcome)
+
+    async def _next_step(self, record: AttemptRecord, outcome: AttemptOutcome, allowance: AttemptAllowance) -> bool:
+        """Apply the retry policy to a failed attempt; False when the loop stops here."""
+        action = state.retry_policy.next_action(
+            outcome, attempt_no=len(self.journey.attempts), same_route_retries=self.same_retries,
+            fallbacks=self.fallbacks, stream_started=False, remaining_s=self.deadline.remaining(time.monotonic()),
+            fallback_available=self.index + 1 < len(self.models), rng=state.rng,
+            launch_allowance_s=allowance.total, budget=state.retry_budget, now=time.monotonic(),
+        )
+        record.action = {"give_up": "gave_up", "return_to_client": "returned_to_client"}.get(action.kind, action.kind)
+        if action.kind == "retry_same":
+            metrics.RETRIES.labels(outcome.reason).inc()
+            self.same_retries += 1
+            await asyncio.sleep(action.delay_s)
+            return True
+        if action.kind == "fallback":
+            metrics.FALLBACKS.labels(outcome.reason).inc()
+            self.index += 1
+            self.same_retries = 0
+            self.fallbacks += 1
+            return True
+        if action.reason == "retry_budget":
+            metrics.RETRY_BUDGET_EXHAUSTED.inc()
+        if action.reason == "deadline":
+            self.deadline_exhausted = True
+        return False
+
+    def _attempt_timeout(self, allowance: AttemptAllowance) -> float:
+        """The remaining time, less what one fallback would need when a fallback exists.
+
+        A hanging primary must not eat the whole deadline: when the next candidate's allowance can be set
+        aside while this attempt still keeps its own, it is set aside.
+        """
+        remaining = self.deadline.attempt_timeout(time.monotonic())
+        if self.index + 1 >= len(self.models) or state.retry_policy.max_fallbacks == 0:
+            return remaining
+        following = state.health.get(self.models[self.index + 1].name)
+        # What the fallback needs, with room for the gateway's own work between the two attempts.
+        reserve = AttemptAllowance.for_target(following.latency_estimate_s).total * 1.25 + 0.1
+        if remaining - reserve >= allowance.total:
+            return remaining - reserve
+        return remaining
+
+    def _give_up(self) -> NoReturn:
+        """The client's error once no attempt was accepted: why, in the client's terms."""
+        last = self.last
+        if last is None:
+            self._nothing_sent()
+        outcome = last.outcome
+        journey = self.journey
+        journey.error_class = str(outcome.error_class) if outcome.error_class else None
+        if self.deadline_exhausted:
+            metrics.DEADLINE_EXHAUSTED.inc()
+        status = client_status(outcome, deadline_exhausted=self.deadline_exhausted)
+        headers: dict[str, str] = {}
+        if status in (503, 429) or outcome.retry_after_s:
+            headers["Retry-After"] = str(max(1, math.ceil(outcome.retry_after_s or 1)))
+        if outcome.error_class is ErrorClass.PERMANENT and last.error_body is not None:
+            raise GatewayError(status, self._provider_message(outcome, last.error_body), code=outcome.reason,
+                               error_class="permanent", headers=headers)
+        detail = _FAILURE_WORDS.get(outcome.reason, f"the last upstream attempt failed ({outcome.reason})")
+        if self.deadline_exhausted:
+            detail = f"the deadline ran out ({detail})"
+        tried = len(journey.attempts)
+        raise GatewayError(status, f"{detail[0].upper()}{detail[1:]}; {tried} attempt{'s' if tried != 1 else ''} made.",
+                           code=outcome.reason, headers=headers, error_class=journey.error_class)
+
+    def _nothing_sent(self) -> NoReturn:
+        """No attempt produced an upstream answer: untranslatable, every candidate cooling, or no time."""
+        if self.translation_error is not None:
+            exc = self.translation_error
+            raise GatewayError(exc.status, exc.message, param=exc.param, code=exc.code, error_class="incompatible")
+        if self.cooling_until is not None and not self.deadline_exhausted:
+            wait = max(1, math.ceil(self.cooling_until - time.monotonic()))
+            raise GatewayError(503, f"`{self.journey.target_name}` is cooling down after upstream errors; retry in "
+                                    f"{wait}s.", code="all_targets_cooling", headers={"Retry-After": str(wait)},
+                               error_class="transient")
+        metrics.DEADLINE_EXHAUSTED.inc()
+        raise GatewayError(504, "The deadline ran out before any upstream attempt could be made.",
+                           code="deadline_exceeded", error_class="transient")
+
+    def _provider_message(self, outcome: AttemptOutcome, error_body: bytes) -> str:
+        """The client's own mistake, as the provider explained it."""
+        table = self.call.table
+        model = table.models.get(self.journey.attempts[-1].target)
+        provider = table.providers.get(model.provider) if model else None
+        if provider is None:
+            return "The upstream provider refused the request."
+        error = get_adapter(provider.kind).parse_error(status=outcome.status or 400, data=error_body)
+        return error.message or "The upstream provider refused the request."

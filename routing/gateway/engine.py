@@ -1,0 +1,187 @@
+"""One client request end to end: resolve -> classify -> select -> attempts -> validate -> respond.
+
+Nothing here touches the database: the routing table, health, pins and budgets are in memory (pins in
+Redis when configured), the upstream call is the only I/O, and the audit event is handed to a publisher
+thread. The steps live in their own modules: ``resolve`` (may the key use the model, which contract),
+``tiers``, ``planning``, ``attempt_loop``; the request's records are in ``records``; answering the client
+(JSON or a relayed stream) and finishing a request (metrics, audit) are in ``responses``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from typing import NoReturn
+
+from django.conf import settings
+from django.http import HttpResponse, StreamingHttpResponse
+
+from routing.clients import idempotency_store
+from routing.core.contracts import EffectiveContract
+from routing.core.deadline import Deadline, DeadlineHeaderError
+from routing.core.ledger import canonical_json, operation_id, request_fingerprint
+from routing.core.outcome import ErrorClass
+from routing.core.table import RoutingTable
+from routing.gateway.attempt_loop import AttemptLoop
+from routing.gateway.gateway_error import GatewayError
+from routing.gateway.planning import TARGET_PIN_NAMESPACE, PlanInputs, plan_targets
+from routing.gateway.records import Call, Journey, Plan
+from routing.gateway.resolve import admit, request_contract
+from routing.gateway.responses import finish
+from routing.gateway.state import state
+from routing.gateway.tiers import decide_tier
+from routing.ops import metrics
+
+
+async def handle(call: Call) -> HttpResponse | StreamingHttpResponse:
+    """Serve one proxied request; GatewayError for anything the client should hear about as an error."""
+    requested = call.features.model
+    state.follow(call.table)
+    journey = Journey(requested_model=requested, endpoint=call.inbound)
+    try:
+        response = await _route(call, journey)
+    except GatewayError as exc:
+        journey.status = exc.status
+        journey.error_class = journey.error_class or exc.error_class
+        journey.error_message = exc.message
+        exc.headers = {**journey.headers(call.request_id), **exc.headers}
+        finish(call, journey)
+        raise
+    return response
+
+
+async def _route(call: Call, journey: Journey) -> HttpResponse | StreamingHttpResponse:
+    kind = admit(call)
+    target, route_contract = journey.requested_model, None
+    if kind == "tier":
+        route = call.table.tier_routes[journey.requested_model]
+        journey.tier = await decide_tier(call, route)
+        target, route_contract = journey.tier.target, route.contract
+    journey.target_name = target
+    contract = journey.contract = request_contract(call, target, route_contract)
+
+    deadline = _deadline(call, contract)
+    journey.deadline_ms = round((deadline.at - call.started) * 1000)
+
+    idempotency_key = call.headers.get("idempotency-key", "").strip()
+    if idempotency_key:
+        journey.operation_id = operation_id(idempotency_key, call.key_scope)
+        replay = await _idempotency_begin(call, journey, deadline)
+        if replay is not None:
+            return replay
+
+    plan = await _plan(call, journey, target, contract)
+    journey.plan = plan
+    if not plan.models:
+        _no_candidates(plan, target)
+    try:
+        response = await AttemptLoop(call, journey, plan.models, contract, deadline).run()
+    except BaseException:
+        if journey.operation_id:
+            # An ambiguous attempt may have run: never record "nothing happened" for it.
+            outcome = "unknown" if journey.error_class == ErrorClass.AMBIGUOUS else "failed"
+            await idempotency_store.finish(journey.operation_id, owner=call.request_id, outcome=outcome)
+        raise
+    if journey.operation_id and journey.replay_blob is not None:
+        await idempotency_store.finish(journey.operation_id, owner=call.request_id, outcome="completed",
+                                       answer=journey.replay_blob)
+    return response
+
+
+def _deadline(call: Call, contract: EffectiveContract) -> Deadline:
+    try:
+        return Deadline.start(
+            call.started,
+            header=call.headers.get("x-gomodel-deadline-ms"),
+            contract_ms=contract.deadline_ms,
+            default_ms=settings.GOMODEL_DEFAULT_DEADLINE_MS,
+        )
+    except DeadlineHeaderError as exc:
+        raise GatewayError(400, str(exc), param="X-GoModel-Deadline-Ms", error_class="permanent") from None
+
+
+async def _idempotency_begin(call: Call, journey: Journey, deadline: Deadline) -> HttpResponse | None:
+    assert journey.operation_id is not None
+    fingerprint = request_fingerprint(canonical_json({"path": call.inbound, "body": call.body}))
+    remaining = deadline.remaining(time.monotonic())
+    try:
+        decision = await idempotency_store.begin(journey.operation_id, fingerprint=fingerprint,
+                                                 owner=call.request_id, lease_s=remaining + 30.0)
+    except idempotency_store.StoreUnavailable:
+        raise GatewayError(503, "Idempotency-Key requests need the database, which is not reachable; retry "
+                                "later or send the request without the header.", code="idempotency_unavailable",
+                           headers={"Retry-After": "5"}, error_class="transient") from None
+    if decision.kind == "proceed":
+        return None
+    if decision.kind == "replay" and decision.entry is not None and decision.entry.answer is not None:
+        stored = json.loads(decision.entry.answer)
+        response = HttpResponse(stored["body"].encode(), content_type=stored["content_type"], status=200)
+        for name, value in stored["headers"].items():
+            response[name] = value
+        response["X-Request-Id"] = call.request_id
+        response["X-GoModel-Idempotent-Replay"] = "true"
+        journey.operation_id = None  # this request only replays; it owns nothing
+        return response
+    journey.operation_id = None
+    if decision.kind == "mismatch":
+        raise GatewayError(422, "This Idempotency-Key was already used for a different request.",
+                           code="idempotency_key_reused", param="Idempotency-Key", error_class="permanent")
+    if decision.kind == "unknown":
+        raise GatewayError(409, "The first request with this Idempotency-Key ended with an unknown outcome "
+                                "(the provider may have executed it); use a new key to run it again.",
+                           code="idempotency_outcome_unknown", error_class="permanent")
+    raise GatewayError(409, "A request with this Idempotency-Key is still in progress.",
+                       code="idempotency_key_in_use", headers={"Retry-After": "1"}, error_class="permanent")
+
+
+async def _plan(call: Call, journey: Journey, target: str, contract: EffectiveContract) -> Plan:
+    table = call.table
+    session_targets: dict[str, str] = {}
+    warm: str | None = None
+    below = _virtual_models_below(target, table)
+    affine = [name for name in below if table.virtual_models[name].session_affinity]
+    # Session keeping and the warm-cache bonus only matter when there is a choice to make: a request for a
+    # concrete model skips session detection altogether.
+    if below:
+        session = call.session
+        now = time.monotonic()
+        warm = state.warm.get(session.value, now)
+        for name in affine:
+            pinned = await state.pins.get(TARGET_PIN_NAMESPACE, f"{name}|{session.value}")
+            if pinned:
+                session_targets[name] = pinned
+    inputs = PlanInputs(table=table, contract=contract, session_targets=session_targets, warm_target=warm,
+                        now=time.monotonic())
+    plan = plan_targets(target, inputs, state)
+    for record in plan.records:
+        if record.winner:
+            metrics.ROUTING_SELECTIONS.labels(record.virtual_model, record.strategy, record.winner).inc()
+        for _name, reason in record.skipped:
+            metrics.ROUTING_REJECTIONS.labels(record.virtual_model, reason).inc()
+        if record.selection is not None and record.selection.affinity:
+            metrics.ROUTING_AFFINITY.labels(record.selection.affinity).inc()
+    return plan
+
+
+def _virtual_models_below(name: str, table: RoutingTable, depth: int = 0) -> list[str]:
+    virtual = table.virtual_models.get(name)
+    if virtual is None or depth > 8:
+        return []
+    found = [name]
+    for target in virtual.targets:
+        found += _virtual_models_below(target.name, table, depth + 1)
+    return found
+
+
+def _no_candidates(plan: Plan, target: str) -> NoReturn:
+    if plan.retry_after_s is not None:
+        wait = max(1, math.ceil(plan.retry_after_s))
+        raise GatewayError(503, f"Every target of `{target}` is cooling down after errors; retry in {wait}s.",
+                           code="all_targets_cooling", headers={"Retry-After": str(wait)}, error_class="transient")
+    if plan.rejected:
+        reasons = sorted({reason for _name, reason in plan.rejected})
+        raise GatewayError(400, f"No model behind `{target}` can serve this request: {', '.join(reasons)}.",
+                           code="unsupported_capability", error_class="incompatible")
+    raise GatewayError(503, f"No enabled target is configured for `{target}`.", code="no_target",
+                       error_class="incompatible")

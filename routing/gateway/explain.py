@@ -1,0 +1,67 @@
+"""POST /v1/routing/explain: what the gateway would decide for a body, without calling upstream.
+
+Nothing is changed by an explanation: the session pin is read, not written; round-robin positions and the
+random generator are copies; no attempt is made.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+import time
+from typing import Any
+
+from routing.core.sessions import apply_tier_pin
+from routing.gateway.planning import PlanInputs, plan_targets
+from routing.gateway.records import Call
+from routing.gateway.resolve import admit, request_contract
+from routing.gateway.state import GatewayState, state
+from routing.gateway.tiers import TIER_PIN_NAMESPACE, verdict_for
+
+
+async def explain_call(call: Call) -> dict[str, Any]:
+    """The verdict and candidate ranking a real request with this body and these headers would get.
+
+    The same ``admit`` and ``request_contract`` steps as the engine decide access (403), unknown names (404)
+    and unknown workloads (400), so an explanation never shows what the request itself would be refused.
+    """
+    table = call.table
+    requested = call.features.model
+    kind = admit(call)
+    out: dict[str, Any] = {"model": requested, "kind": kind, "config_version": table.version}
+    target, route_contract = requested, None
+    session = call.session
+    out["session"] = {"source": session.source}
+    if kind == "tier":
+        route = table.tier_routes[requested]
+        decision = verdict_for(call, route)
+        pinned = await state.pins.get(TIER_PIN_NAMESPACE, f"{route.alias}|{session.value}")
+        pin = apply_tier_pin(decision.tier, pinned)
+        out["tier"] = {
+            **decision.as_event(),
+            "threshold": table.settings.smart_routing_threshold,
+            "verdict_tier": decision.tier,
+            "tier": pin.tier,
+            "target": route.hard if pin.tier == "hard" else route.easy,
+            "pin_before": pinned,
+            "pinned": pin.pinned,
+            "escalated": pin.escalated,
+            "enabled": table.settings.smart_routing_enabled,
+        }
+        target = out["tier"]["target"]
+        route_contract = route.contract
+    contract = request_contract(call, target, route_contract)
+    shadow = GatewayState(health=state.health, round_robin=copy.deepcopy(state.round_robin),
+                          rng=random.Random(0), selector_config=state.selector_config)
+    now = time.monotonic()
+    inputs = PlanInputs(table=table, contract=contract, session_targets={},
+                        warm_target=state.warm.get(session.value, now), now=now)
+    plan = plan_targets(target, inputs, shadow)
+    out["target"] = target
+    out["workload"] = contract.workload
+    out["candidates"] = [m.name for m in plan.models]
+    out["selections"] = [r.as_event() for r in plan.records]
+    out["rejected"] = [{"target": t, "reason": r} for t, r in plan.rejected]
+    if plan.retry_after_s is not None:
+        out["all_cooling_retry_after_s"] = plan.retry_after_s
+    return out

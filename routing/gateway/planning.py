@@ -1,0 +1,135 @@
+"""From a target name to the ordered list of concrete models to try, and why.
+
+A concrete model is its own plan. A virtual model first drops the targets that cannot meet the request's
+contract (modalities, context, tools, schema, class, cost), then lets its strategy pick among the rest; the
+pick comes first and the others form the failover chain. Nested virtual models are planned recursively.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from routing.core.contracts import EffectiveContract, filter_candidates
+from routing.core.selector import Candidate, select
+from routing.core.table import RoutingTable
+from routing.gateway.records import Plan, SelectionRecord
+from routing.gateway.state import GatewayState
+
+TARGET_PIN_NAMESPACE = "target"
+
+
+@dataclass(frozen=True)
+class PlanInputs:
+    table: RoutingTable
+    contract: EffectiveContract
+    session_targets: dict[str, str]  # virtual model -> the target this session is pinned to
+    warm_target: str | None  # the concrete model that last served this session (warm prompt cache)
+    now: float
+
+
+def plan_targets(name: str, inputs: PlanInputs, state: GatewayState) -> Plan:
+    plan = Plan()
+    _plan_into(name, inputs, state, plan, depth=0)
+    # Each concrete model once, in the order first reached.
+    seen: set[str] = set()
+    plan.models = [m for m in plan.models if not (m.name in seen or seen.add(m.name))]  # type: ignore[func-returns-value]
+    return plan
+
+
+def _plan_into(name: str, inputs: PlanInputs, state: GatewayState, plan: Plan, depth: int) -> None:
+    table = inputs.table
+    model = table.models.get(name)
+    if model is not None:
+        if model.enabled:
+            eligible, rejected = filter_candidates([model], inputs.contract)
+            plan.rejected.extend(rejected)
+            plan.models.extend(eligible)
+        return
+    virtual = table.virtual_models.get(name)
+    if virtual is None or not virtual.enabled or depth > 8:
+        return
+
+    candidates: list[Candidate] = []
+    record = SelectionRecord(virtual_model=name, strategy=virtual.strategy, selection=None, winner=None, why="")
+    for target in virtual.targets:
+        if table.kind_of(target.name) is None:
+            record.skipped.append((target.name, "disabled"))
+            continue
+        leaves = table.leaf_models(target.name)
+        eligible, rejected = filter_candidates(list(leaves), inputs.contract)
+        if not eligible:
+            reason = rejected[0][1] if rejected else "no eligible model"
+            record.skipped.append((target.name, reason))
+            plan.rejected.extend(rejected)
+            continue
+        price = _price(target.name, table)
+        candidates.append(
+            Candidate(name=target.name, health=state.health.get(target.name), weight=target.weight, price=price)
+        )
+
+    if not candidates:
+        record.why = "no target meets the request's contract"
+        plan.records.append(record)
+        return
+
+    if len(candidates) == 1:
+        only = candidates[0]
+        if only.health.vitals(inputs.now).available:
+            record.winner, record.why = only.name, "only eligible target"
+            record.candidates = [_candidate_view(only, 1.0, inputs.now)]
+            plan.records.append(record)
+            _plan_into(only.name, inputs, state, plan, depth + 1)
+            return
+
+    session_target = inputs.session_targets.get(name) if virtual.session_affinity else None
+    warm = inputs.warm_target if any(c.name == inputs.warm_target for c in candidates) else None
+    selection = select(
+        virtual.strategy,
+        candidates,
+        now=inputs.now,
+        rng=state.rng,
+        config=state.selector_config,
+        session_target=session_target,
+        warm_target=warm,
+        rr_state=state.rr_state(name),
+    )
+    record.selection = selection
+    record.winner = selection.winner
+    record.why = selection.why
+    record.skipped.extend(selection.skipped)
+    weights = selection.weights
+    record.candidates = [_candidate_view(c, weights.get(c.name, 0.0), inputs.now) for c in candidates]
+    plan.records.append(record)
+    if selection.winner is None:
+        retry_after = selection.all_cooling_retry_after_s
+        if retry_after is not None:
+            plan.retry_after_s = retry_after if plan.retry_after_s is None else min(plan.retry_after_s, retry_after)
+        return
+    for target in selection.order:
+        _plan_into(target, inputs, state, plan, depth + 1)
+
+
+def _price(name: str, table: RoutingTable) -> float | None:
+    """Input + output price per 1M tokens; for a nested virtual model, its cheapest priced leaf."""
+    prices = [
+        (m.input_price or 0.0) + (m.output_price or 0.0)
+        for m in table.leaf_models(name)
+        if m.input_price is not None or m.output_price is not None
+    ]
+    return min(prices) if prices else None
+
+
+def _candidate_view(candidate: Candidate, weight: float, now: float) -> dict[str, Any]:
+    vitals = candidate.health.vitals(now)
+    latency, cooldown_until = vitals.latency_estimate_s, vitals.cooldown_until
+    return {
+        "target": candidate.name,
+        "weight": round(weight, 4),
+        "latency_ms": None if latency is None else round(latency * 1000, 2),
+        "in_flight": vitals.in_flight,
+        # Health runs on the monotonic clock; auditors read wall-clock time.
+        "cooldown_until": None if cooldown_until is None else round(time.time() + cooldown_until - now, 3),
+        "status": vitals.status,
+    }

@@ -1,0 +1,204 @@
+"""The records of one request, in one module so every step of the gateway can share them without cycles.
+
+``Call`` is what the client sent, as read once; ``Journey`` is everything decided while serving it (tier,
+plan, attempts, answer), which feeds the response headers, the metrics and the audit event. The smaller
+records (``TierDecision``, ``SelectionRecord``, ``Plan``, ``AttemptRecord``) are parts of a journey.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from routing.core.answer import Answer, Usage
+from routing.core.classifier import Signal
+from routing.core.contracts import EffectiveContract
+from routing.core.features import Features
+from routing.core.outcome import AttemptOutcome
+from routing.core.selector import Selection
+from routing.core.sessions import SessionId, detect_session
+from routing.core.table import KeySpec, ModelSpec, RoutingTable
+from routing.providers.errors import Inbound
+
+
+@dataclass
+class Call:
+    """One client request as the engine sees it."""
+
+    request_id: str
+    inbound: Inbound
+    key: KeySpec | None
+    body: dict[str, Any]
+    features: Features
+    headers: Mapping[str, str]  # lower-case names
+    table: RoutingTable
+    started: float = field(default_factory=time.monotonic)
+    started_unix: float = field(default_factory=time.time)
+
+    @property
+    def key_scope(self) -> int | str:
+        return self.key.id if self.key is not None else "open"
+
+    @functools.cached_property
+    def session(self) -> SessionId:
+        """The request's session, detected on first use: a request for a concrete model never needs one."""
+        return detect_session(self.features, self.headers, key_id=self.key_scope)
+
+    @property
+    def detected_session(self) -> SessionId | None:
+        """The session if a routing step needed it; the audit event records it but never detects one itself."""
+        return self.__dict__.get("session")
+
+
+@dataclass
+class Journey:
+    """Everything decided for one request; feeds the headers, the metrics and the audit event."""
+
+    requested_model: str
+    endpoint: str
+    tier: TierDecision | None = None
+    target_name: str = ""
+    contract: EffectiveContract | None = None
+    plan: Plan | None = None
+    attempts: list[AttemptRecord] = field(default_factory=list)
+    answered_by: ModelSpec | None = None
+    usage: Usage | None = None
+    cost: float | None = None
+    ttfb_s: float | None = None
+    status: int = 200
+    error_class: str | None = None
+    error_message: str | None = None
+    validation: str = "not_run"
+    answer: Answer | None = None
+    deadline_ms: int | None = None
+    operation_id: str | None = None
+    replay_blob: bytes | None = None  # what a repeat of this idempotent request gets back
+
+    def headers(self, request_id: str) -> dict[str, str]:
+        out = {"X-Request-Id": request_id}
+        if self.tier is not None:
+            out["X-GoModel-Pro-Tier"] = self.tier.tier
+            out["X-GoModel-Pro-Tier-Target"] = self.tier.target
+            out["X-GoModel-Pro-Tier-Score"] = str(self.tier.score)
+        if self.answered_by is not None:
+            out["X-GoModel-Target"] = self.answered_by.name
+        out["X-GoModel-Attempts"] = str(len(self.attempts))
+        if self.cost is not None:
+            out["X-GoModel-Cost-Usd"] = f"{self.cost:.8f}"
+        if self.operation_id:
+            out["X-GoModel-Operation-Id"] = self.operation_id
+        return out
+
+
+@dataclass
+class TierDecision:
+    alias: str
+    tier: str
+    target: str
+    score: int
+    signals: tuple[Signal, ...] = ()
+    reasoning_shortcut: bool = False
+    forced: bool = False
+    bypassed: bool = False
+    pinned: bool = False
+    escalated: bool = False
+    pin_before: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def as_event(self) -> dict[str, Any]:
+        return {
+            "alias": self.alias,
+            "tier": self.tier,
+            "target": self.target,
+            "score": self.score,
+            "signals": [{"name": s.name, "points": s.points, "detail": s.detail} for s in self.signals],
+            "reasoning_shortcut": self.reasoning_shortcut,
+            "forced": self.forced,
+            "bypassed": self.bypassed,
+            "pinned": self.pinned,
+            "escalated": self.escalated,
+            "pin_before": self.pin_before,
+        }
+
+
+@dataclass
+class SelectionRecord:
+    """One virtual model's decision, for headers, metrics and the audit event."""
+
+    virtual_model: str
+    strategy: str
+    selection: Selection | None  # None when a single eligible target made choosing unnecessary
+    winner: str | None
+    why: str
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    candidates: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_event(self) -> dict[str, Any]:
+        return {
+            "virtual_model": self.virtual_model,
+            "strategy": self.strategy,
+            "winner": self.winner,
+            "why": self.why,
+            "affinity": self.selection.affinity if self.selection else None,
+            "candidates": self.candidates,
+            "skipped": [{"target": t, "reason": r} for t, r in self.skipped],
+        }
+
+
+@dataclass
+class Plan:
+    models: list[ModelSpec] = field(default_factory=list)
+    records: list[SelectionRecord] = field(default_factory=list)
+    rejected: list[tuple[str, str]] = field(default_factory=list)  # (model, reason) from the contract filter
+    retry_after_s: float | None = None  # every target is cooling down: when the first recovers
+
+
+@dataclass
+class AttemptRecord:
+    """What the audit event and the headers say about one attempt."""
+
+    seq: int
+    target: str
+    provider: str
+    attempt_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    outcome: AttemptOutcome | None = None
+    ttfb_s: float | None = None
+    usage: Usage | None = None
+    cost: float | None = None
+    action: str = "accepted"
+    validation: str = "not_run"
+    health: dict[str, Any] | None = None
+    error_message: str | None = None
+
+    def as_event(self) -> dict[str, Any]:
+        outcome = self.outcome
+        return {
+            "attempt_id": self.attempt_id,
+            "seq": self.seq,
+            "target": self.target,
+            "provider": self.provider,
+            "status": outcome.status if outcome else None,
+            "error_class": str(outcome.error_class) if outcome and outcome.error_class else None,
+            "reason": outcome.reason if outcome else "ok",
+            "latency_ms": round(outcome.latency_s * 1000, 2) if outcome else None,
+            "ttfb_ms": None if self.ttfb_s is None else round(self.ttfb_s * 1000, 2),
+            "usage": usage_dict(self.usage),
+            "cost_usd": self.cost,
+            "action": self.action,
+            "validation": self.validation,
+            "health": self.health,
+        }
+
+
+def usage_dict(usage: Usage | None) -> dict[str, int]:
+    usage = usage or Usage()
+    return {
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "cached_input_tokens": usage.cached_input_tokens,
+        "reasoning_tokens": usage.reasoning_tokens,
+    }

@@ -1,0 +1,54 @@
+"""The resolve step, shared by a real request and ``/v1/routing/explain`` so the two can never drift.
+
+``admit`` decides whether the key may use the requested name at all (404 unknown, 403 not allowed);
+``request_contract`` decides what the request must meet once its target is known: the workload contract
+(from ``X-GoModel-Workload``, the tier route or the virtual model), merged with what the body needs, and a
+valid response schema. Both raise ``GatewayError`` exactly as the engine answers it.
+"""
+
+from __future__ import annotations
+
+from routing.core.contracts import EffectiveContract, effective_contract
+from routing.core.requirements import requirements_from_features
+from routing.gateway.gateway_error import GatewayError
+from routing.gateway.json_schema import schema_problems
+from routing.gateway.records import Call
+
+WORKLOAD_HEADER = "x-gomodel-workload"
+
+
+def admit(call: Call) -> str:
+    """The kind of the requested name ("model", "virtual" or "tier"), once the key may use it."""
+    requested = call.features.model
+    kind = call.table.kind_of(requested)
+    if kind is None:
+        raise GatewayError(404, f"The model `{requested}` does not exist or you do not have access to it.",
+                           code="model_not_found", param="model", error_class="permanent")
+    key = call.key
+    if key is not None and key.allowed_models and requested not in key.allowed_models:
+        raise GatewayError(403, f"This key is not allowed to use the model `{requested}`.",
+                           code="model_not_allowed", param="model", error_class="permanent")
+    return kind
+
+
+def request_contract(call: Call, target: str, route_contract: str | None) -> EffectiveContract:
+    """What the request must meet on its way to ``target``; a tier route's contract comes before the
+    virtual model's, and an explicit ``X-GoModel-Workload`` before both."""
+    table = call.table
+    contract_name = route_contract
+    if contract_name is None and target in table.virtual_models:
+        contract_name = table.virtual_models[target].contract
+    workload = call.headers.get(WORKLOAD_HEADER, "").strip()
+    if workload:
+        spec = table.contracts.get(workload)
+        if spec is None:
+            raise GatewayError(400, f"Unknown workload `{workload[:80]}` in X-GoModel-Workload.",
+                               code="unknown_workload", param="X-GoModel-Workload", error_class="permanent")
+    else:
+        spec = table.contracts.get(contract_name) if contract_name else None
+    if call.features.output_schema is not None:
+        problems = schema_problems(call.features.output_schema)
+        if problems:
+            raise GatewayError(400, f"The JSON schema of the response format is invalid: {problems[0]}",
+                               param="response_format", error_class="permanent")
+    return effective_contract(requirements_from_features(call.features), spec)

@@ -1,0 +1,243 @@
+"""Answering the client once an attempt succeeded: the JSON response, the relayed stream, and what every
+request ends with (metrics and the audit event).
+
+A stream is committed to once its first frames exist (``attempt.start_stream_attempt``); from then on
+its outcome, health update, validation and audit happen in the frame generator's clean-up, which runs when
+the stream ends, fails or the client goes away."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+from django.http import HttpResponse, StreamingHttpResponse
+
+from routing.clients import idempotency_store, upstream
+from routing.core.answer import Answer
+from routing.core.ledger import execution_key
+from routing.core.outcome import AttemptOutcome, ErrorClass
+from routing.core.table import ModelSpec
+from routing.core.validate import ValidationRules, validate_answer
+from routing.gateway import audit_handoff
+from routing.gateway.attempt import AttemptResult, LiveStream, model_cost
+from routing.gateway.json_schema import validate_instance
+from routing.gateway.planning import TARGET_PIN_NAMESPACE
+from routing.gateway.records import AttemptRecord, Call, Journey
+from routing.gateway.state import state
+from routing.ops import metrics
+from routing.providers import MalformedResponse
+
+MAX_REPLAY_BYTES = 1024 * 1024  # a streamed answer larger than this is not kept for idempotent repeats
+_background: set[asyncio.Task[None]] = set()  # pin writes that need not delay the response
+
+
+class RelayStream(StreamingHttpResponse):
+    """A streamed answer that keeps its frame generator as ``source``, so the relay handler can iterate it
+    without Django's per-chunk wrapper and close it the moment the client goes away."""
+
+    def __init__(self, source: AsyncIterator[bytes], **kwargs: Any) -> None:
+        super().__init__(source, **kwargs)
+        self.source = source
+
+
+def stored_answer(body: bytes, content_type: str, headers: Mapping[str, str]) -> bytes:
+    """What a repeat of an idempotent request gets back: the body and the decision headers."""
+    return json.dumps({"body": body.decode(), "content_type": content_type,
+                       "headers": {k: v for k, v in headers.items() if k != "X-Request-Id"}}).encode()
+
+
+def health_view(health: Any, now: float) -> dict[str, Any]:
+    """The target's health after an attempt, as the audit event records it (wall-clock cooldown)."""
+    until = health.cooldown_until
+    estimate = health.latency_estimate_s
+    return {
+        "status": health.status(now),
+        "latency_ms": None if estimate is None else round(estimate * 1000, 2),
+        "in_flight": health.in_flight,
+        "cooldown_until": None if until is None else round(time.time() + until - now, 3),
+        "consecutive_failures": health.consecutive_failures,
+    }
+
+
+def count_attempt(target: str, outcome: AttemptOutcome) -> None:
+    word = "ok" if outcome.ok else outcome.reason
+    metrics.ATTEMPTS.labels(target, word).inc()
+    estimate = state.health.get(target).latency_estimate_s
+    if estimate is not None:
+        metrics.ROUTING_LATENCY_ESTIMATE.labels(target).set(estimate)
+    metrics.ROUTING_OUTCOMES.labels(target, outcome.result).inc()
+    if outcome.error_class is ErrorClass.AMBIGUOUS:
+        metrics.AMBIGUOUS.labels(target).inc()
+
+
+def json_response(
+    call: Call, journey: Journey, record: AttemptRecord, model: ModelSpec, result: AttemptResult
+) -> HttpResponse:
+    journey.answered_by = model
+    journey.usage = result.usage
+    journey.cost = record.cost
+    journey.ttfb_s = result.ttfb_s
+    journey.validation = "accepted"
+    journey.answer = result.answer
+    headers = journey.headers(call.request_id)
+    keys = _execution_keys(journey, result.answer)
+    if keys:
+        headers["X-GoModel-Execution-Keys"] = json.dumps(keys, separators=(",", ":"))
+    body = json.dumps(result.client_body, ensure_ascii=False, separators=(",", ":")).encode()
+    response = HttpResponse(body, content_type="application/json", status=200)
+    for name, value in headers.items():
+        response[name] = value
+    if journey.operation_id:
+        journey.replay_blob = stored_answer(body, "application/json", headers)
+    _after_success(call, journey)
+    finish(call, journey)
+    return response
+
+
+def _execution_keys(journey: Journey, answer: Answer | None) -> list[dict[str, str]]:
+    if answer is None or not answer.tool_calls:
+        return []
+    op = journey.operation_id or f"req_{journey.attempts[-1].attempt_id}"
+    return [{"tool_call_id": c.id, "name": c.name, "execution_key": execution_key(op, c.name, c.arguments)}
+            for c in answer.tool_calls]
+
+
+def _after_success(call: Call, journey: Journey) -> None:
+    """Remember where this session was served: warm prompt cache and session keeping."""
+    model, session = journey.answered_by, call.detected_session
+    if model is None or session is None or journey.plan is None:
+        return
+    now = time.monotonic()
+    settings_ = call.table.settings
+    state.warm.put(session.value, model.name, now, settings_.warm_cache_ttl_s)
+    for record in journey.plan.records:
+        virtual = call.table.virtual_models.get(record.virtual_model)
+        if virtual is None or not virtual.session_affinity:
+            continue
+        served = next((t.name for t in virtual.targets
+                       if t.name == model.name or model in call.table.leaf_models(t.name)), None)
+        pinned = record.selection.affinity if record.selection else None
+        if served is not None and (pinned != "honored" or record.winner != served):
+            task = asyncio.get_running_loop().create_task(state.pins.put(
+                TARGET_PIN_NAMESPACE, f"{record.virtual_model}|{session.value}", served,
+                settings_.smart_routing_session_ttl_s))
+            # The loop keeps only weak references to tasks: hold it until it is done.
+            _background.add(task)
+            task.add_done_callback(_background.discard)
+
+
+def stream_response(
+    call: Call, journey: Journey, record: AttemptRecord, model: ModelSpec, live: LiveStream,
+    rules: ValidationRules, health: Any, probe: bool,
+) -> StreamingHttpResponse:
+    journey.answered_by = model
+    journey.ttfb_s = live.ttfb_s
+    metrics.TTFT.labels(call.inbound).observe(live.ttfb_s)
+    headers = journey.headers(call.request_id)
+
+    kept: list[bytes] = []  # the stream as sent, for a repeat of an idempotent request (capped)
+    kept_size = [0]
+
+    def remember(frame: bytes) -> bytes:
+        if journey.operation_id and kept_size[0] + len(frame) <= MAX_REPLAY_BYTES:
+            kept.append(frame)
+            kept_size[0] += len(frame)
+        return frame
+
+    async def frames() -> AsyncIterator[bytes]:
+        translator = live.translator
+        outcome: AttemptOutcome | None = None
+        try:
+            for frame in live.first_frames:
+                yield remember(frame)
+            try:
+                async for chunk in live.chunks:
+                    for frame in translator.feed(chunk):
+                        yield remember(frame)
+                for frame in translator.finish():
+                    yield remember(frame)
+                if not translator.complete:
+                    failure = translator.failure
+                    reason = "stream_cut" if failure is None else "server_error"
+                    message = failure.message if failure else "The upstream stream ended before it was complete."
+                    outcome = AttemptOutcome.failure(ErrorClass.AMBIGUOUS if failure is None else
+                                                     ErrorClass.TRANSIENT, reason,
+                                                     latency_s=time.monotonic() - live.started)
+                    for frame in translator.error_frames("api_error", message):
+                        yield remember(frame)
+            except Exception as exc:
+                if isinstance(exc, MalformedResponse):
+                    outcome = AttemptOutcome.failure(ErrorClass.INVALID_RESPONSE, "malformed",
+                                                     latency_s=time.monotonic() - live.started)
+                elif upstream.is_transport_error(exc):
+                    outcome = AttemptOutcome.failure(ErrorClass.AMBIGUOUS, "stream_cut",
+                                                     latency_s=time.monotonic() - live.started)
+                else:
+                    raise
+                for frame in translator.error_frames("api_error", "The upstream stream failed mid-way."):
+                    yield remember(frame)
+        except (asyncio.CancelledError, GeneratorExit):
+            outcome = AttemptOutcome.failure(ErrorClass.AMBIGUOUS, "client_disconnected",
+                                             latency_s=time.monotonic() - live.started)
+            raise
+        finally:
+            await live.response.aclose()
+            now = time.monotonic()
+            health.end(now, probe=probe)
+            usage = translator.usage
+            record.usage = usage
+            record.cost = model_cost(model, usage)
+            journey.usage, journey.cost = usage, record.cost
+            answer = translator.answer
+            journey.answer = answer
+            if outcome is None:
+                verdict = validate_answer(answer, rules, schema_validator=validate_instance)
+                record.validation = journey.validation = "accepted" if verdict.ok else f"rejected:{verdict.reason}"
+                outcome = AttemptOutcome.success(now - live.started)
+            else:
+                record.action = "gave_up"  # bytes already reached the client: nothing may replace them
+                if outcome.reason != "client_disconnected":
+                    health.record(outcome, now)
+                journey.error_class = str(outcome.error_class)
+                journey.error_message = outcome.reason
+            record.outcome = outcome
+            record.health = health_view(health, now)
+            count_attempt(model.name, outcome)
+            if outcome.ok:
+                _after_success(call, journey)
+            finish(call, journey)
+            if journey.operation_id:
+                # Bytes reached the client: anything short of a complete stream is an unknown outcome.
+                complete = outcome.ok and kept_size[0] < MAX_REPLAY_BYTES
+                blob = stored_answer(b"".join(kept), "text/event-stream", headers) if complete else None
+                await idempotency_store.finish(journey.operation_id, owner=call.request_id,
+                                               outcome="completed" if complete else "unknown", answer=blob)
+
+    response = RelayStream(frames(), content_type="text/event-stream", status=200)
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"
+    for name, value in headers.items():
+        response[name] = value
+    return response
+
+
+def finish(call: Call, journey: Journey) -> None:
+    """Metrics and the audit event; neither blocks the event loop."""
+    elapsed = time.monotonic() - call.started
+    label = journey.requested_model if call.table.kind_of(journey.requested_model) else "unknown"
+    metrics.REQUESTS.labels(call.inbound, label, str(journey.status)).inc()
+    metrics.REQUEST_DURATION.labels(call.inbound).observe(elapsed)
+    metrics.ATTEMPTS_PER_REQUEST.observe(len(journey.attempts))
+    if journey.answered_by is not None and journey.status == 200:
+        metrics.ROUTE_LATENCY.labels(journey.answered_by.name).observe(elapsed)
+        if journey.cost is not None:
+            metrics.COST.labels(journey.answered_by.name).inc(journey.cost)
+            metrics.COST_PER_ANSWER.observe(journey.cost)
+    for record in journey.attempts:
+        if record.outcome is not None and record.outcome.error_class is not None and record.cost:
+            metrics.COST.labels(record.target).inc(record.cost)
+
+    audit_handoff.publish_event(call, journey, elapsed)

@@ -1,0 +1,87 @@
+"""The per-process state the request path reads and updates: health, pins, round-robin positions, budgets.
+
+Everything here is in memory and bounded. Health statistics stay per process (each worker learns on its
+own); session pins go to Redis when ``REDIS_URL`` is set, so every worker of a node agrees on them.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+
+from django.conf import settings
+
+from routing.clients.pin_store import PinStore, make_pin_store
+from routing.core.health import HealthConfig, HealthRegistry
+from routing.core.retry import RetryBudget, RetryPolicy
+from routing.core.selector import RoundRobinState, SelectorConfig
+from routing.core.sessions import TtlLruStore
+from routing.core.table import RoutingTable
+
+MAX_WARM_SESSIONS = 100_000
+
+
+@dataclass
+class GatewayState:
+    health: HealthRegistry = field(default_factory=HealthRegistry)
+    round_robin: dict[str, RoundRobinState] = field(default_factory=dict)
+    warm: TtlLruStore[str, str] = field(default_factory=lambda: TtlLruStore(MAX_WARM_SESSIONS))
+    retry_budget: RetryBudget = field(default_factory=lambda: RetryBudget(ratio=settings.GOMODEL_RETRY_BUDGET))
+    rng: random.Random = field(default_factory=random.Random)
+    selector_config: SelectorConfig = field(default_factory=SelectorConfig)
+    retry_policy: RetryPolicy = field(default_factory=lambda: RetryPolicy(
+        max_attempts_total=settings.GOMODEL_MAX_ATTEMPTS,
+        max_fallbacks=settings.GOMODEL_MAX_FALLBACKS,
+        same_route_retries=settings.GOMODEL_SAME_ROUTE_RETRIES,
+    ))
+    _pins: PinStore | None = None
+    _key_turn: dict[str, int] = field(default_factory=dict)
+    applied_version: int = -1
+
+    @property
+    def pins(self) -> PinStore:
+        if self._pins is None:
+            self._pins = make_pin_store(settings.REDIS_URL or None)
+        return self._pins
+
+    def rr_state(self, virtual_model: str) -> RoundRobinState:
+        state = self.round_robin.get(virtual_model)
+        if state is None:
+            state = self.round_robin[virtual_model] = RoundRobinState()
+        return state
+
+    def next_key_index(self, provider: str, count: int) -> int:
+        """Several keys of one provider are used in turn."""
+        turn = self._key_turn.get(provider, 0)
+        self._key_turn[provider] = turn + 1
+        return turn % count
+
+    def follow(self, table: RoutingTable) -> None:
+        """Catch up with a new routing table; called on the event loop by each request (an int compare)."""
+        if table.version != self.applied_version:
+            self.apply_table(table)
+            self.applied_version = table.version
+
+    def apply_table(self, table: RoutingTable) -> None:
+        """Follow a configuration change: new health and selector settings, forget removed targets."""
+        self.health.configure(HealthConfig.from_settings(table.settings))
+        self.selector_config = SelectorConfig.from_settings(table.settings)
+        names = set(table.models) | set(table.virtual_models)
+        self.health.retain(names)
+        for gone in set(self.round_robin) - set(table.virtual_models):
+            del self.round_robin[gone]
+
+    def reset(self) -> None:
+        """Forget everything learned (tests, and the admin's reset action)."""
+        self.health.reset()
+        self.round_robin.clear()
+        self.warm = TtlLruStore(MAX_WARM_SESSIONS)
+        self.retry_budget = RetryBudget(ratio=settings.GOMODEL_RETRY_BUDGET)
+
+
+state = GatewayState()
+
+
+def now() -> float:
+    return time.monotonic()

@@ -1,0 +1,261 @@
+"""The pin store's Redis client: the RESP2 reply parser, and the client against real Redis and scripted servers.
+
+Needs Redis on 127.0.0.1:6379 (tests/conftest.py starts it when missing); keys are unique per test and
+removed afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+import redis
+
+from routing.clients.redis_client import (
+    RedisReplyError,
+    RedisUnavailable,
+    RespClient,
+    Script,
+    encode_command,
+    parse_reply,
+)
+
+pytestmark = pytest.mark.services
+
+REDIS_DB15 = "redis://127.0.0.1:6379/15"
+
+
+@pytest.mark.parametrize(("raw", "value"), [
+    (b"+OK\r\n", "OK"),
+    (b":42\r\n", 42),
+    (b"$5\r\nhello\r\n", "hello"),
+    (b"$0\r\n\r\n", ""),
+    (b"$-1\r\n", None),
+    (b"*-1\r\n", None),
+    (b"*3\r\n:1\r\n$2\r\nhi\r\n*1\r\n+nested\r\n", [1, "hi", ["nested"]]),
+    ("$5\r\nsüß\r\n".encode(), "süß"),
+])
+def test_replies_parse(raw: bytes, value: Any) -> None:
+    assert parse_reply(raw, 0) == (value, len(raw))
+
+
+def test_an_error_reply_parses_as_an_error_value() -> None:
+    reply, end = parse_reply(b"-NOSCRIPT No matching script\r\n", 0)
+    assert isinstance(reply, RedisReplyError) and str(reply).startswith("NOSCRIPT") and end == 30
+
+
+@pytest.mark.parametrize("raw", [b"$5\r\nhel", b"*2\r\n:1\r\n", b"+OK", b""])
+def test_an_incomplete_reply_waits_for_more(raw: bytes) -> None:
+    with pytest.raises(Exception) as raised:
+        parse_reply(raw, 0)
+    assert type(raised.value).__name__ == "_Incomplete"
+
+
+def test_commands_are_encoded_as_bulk_string_arrays() -> None:
+    assert encode_command(("SET", "k", 12, b"v")) == b"*4\r\n$3\r\nSET\r\n$1\r\nk\r\n$2\r\n12\r\n$1\r\nv\r\n"
+
+
+def run(scenario: Callable[[], Awaitable[None]]) -> None:
+    asyncio.run(scenario())
+
+
+def test_commands_run_against_redis_in_the_database_of_the_url() -> None:
+    key = f"gomodel:test:{uuid.uuid4().hex}"
+    direct = redis.Redis.from_url(REDIS_DB15, decode_responses=True)
+
+    async def scenario() -> None:
+        client = RespClient(REDIS_DB15, timeout=1.0)
+        try:
+            assert await client.execute("SET", key, "välue") == "OK"
+            assert await client.execute("GET", key) == "välue"
+            with pytest.raises(RedisReplyError):
+                await client.execute("INCR", key)  # not an integer
+        finally:
+            await client.aclose()
+
+    try:
+        run(scenario)
+        assert direct.get(key) == "välue"  # database 15, as the URL says
+    finally:
+        direct.delete(key)
+        direct.close()
+
+
+def test_concurrent_commands_share_one_connection_and_each_gets_its_own_answer() -> None:
+    keys = [f"gomodel:test:{uuid.uuid4().hex}" for _ in range(200)]
+    direct = redis.Redis.from_url(REDIS_DB15)
+
+    async def scenario() -> None:
+        client = RespClient(REDIS_DB15, timeout=2.0)
+        try:
+            await asyncio.gather(*(client.execute("SET", key, i) for i, key in enumerate(keys)))
+            values = await asyncio.gather(*(client.execute("GET", key) for key in keys))
+            assert values == [str(i) for i in range(200)]
+        finally:
+            await client.aclose()
+
+    try:
+        run(scenario)
+        clients = [c for c in direct.client_list() if c.get("db") == "15" and c.get("cmd") in ("get", "set")]
+        assert len(clients) <= 1  # the client's one connection is gone or, at most, still closing
+    finally:
+        direct.delete(*keys)
+        direct.close()
+
+
+def test_a_script_unknown_to_redis_is_sent_whole_then_called_by_its_hash() -> None:
+    script = Script(f"return '{uuid.uuid4().hex}' .. ARGV[1]")
+    direct = redis.Redis.from_url(REDIS_DB15)
+    direct.script_flush()
+
+    async def scenario() -> None:
+        client = RespClient(REDIS_DB15, timeout=1.0)
+        try:
+            assert (await client.run_script(script, [], ["x"])).endswith("x")  # NOSCRIPT, then EVAL
+            assert direct.script_exists(script.sha) == [True]
+            assert (await client.run_script(script, [], ["y"])).endswith("y")  # EVALSHA
+        finally:
+            await client.aclose()
+
+    run(scenario)
+    direct.close()
+
+
+def test_a_password_redis_does_not_expect_is_reported_without_the_password() -> None:
+    async def scenario() -> None:
+        client = RespClient("redis://:not-the-password@127.0.0.1:6379/0", timeout=1.0)
+        with pytest.raises(RedisUnavailable) as failure:
+            await client.execute("PING")
+        assert "AUTH" in str(failure.value) and "not-the-password" not in str(failure.value)
+
+    run(scenario)
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_a_refused_connection_is_unavailable() -> None:
+    async def scenario() -> None:
+        client = RespClient(f"redis://127.0.0.1:{closed_port()}", timeout=1.0)
+        with pytest.raises(RedisUnavailable, match="could not connect"):
+            await client.execute("PING")
+
+    run(scenario)
+
+
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+@contextlib.asynccontextmanager
+async def scripted_server(handler: Handler) -> AsyncIterator[str]:
+    """A server running ``handler`` per connection; yields its URL and, on exit, waits for every handler."""
+    running: set[asyncio.Task[Any]] = set()
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        running.add(task)
+        try:
+            await handler(reader, writer)
+        except ConnectionError:
+            pass
+        finally:
+            writer.close()
+            running.discard(task)
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    try:
+        yield f"redis://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    finally:
+        for _ in range(200):  # each handler sees its connection close once the client has closed it
+            if not running:
+                break
+            await asyncio.sleep(0.01)
+        server.close()
+        await server.wait_closed()
+
+
+def test_silence_is_a_timeout_that_closes_the_connection_and_the_next_command_reconnects() -> None:
+    connections = 0
+    answer = asyncio.Event()
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal connections
+        connections += 1
+        while await reader.read(1024):
+            if answer.is_set():
+                writer.write(b"+PONG\r\n")
+
+    async def scenario() -> None:
+        async with scripted_server(handler) as url:
+            client = RespClient(url, timeout=0.2)
+            try:
+                first, second = await asyncio.gather(client.execute("PING"), client.execute("PING"),
+                                                     return_exceptions=True)
+                assert isinstance(first, RedisUnavailable) and "within 0.2s" in str(first)
+                assert isinstance(second, RedisUnavailable)  # queued behind it on the same connection
+                answer.set()
+                assert await client.execute("PING") == "PONG"
+                assert connections == 2
+            finally:
+                await client.aclose()
+
+    run(scenario)
+
+
+def test_a_command_on_a_connection_redis_dropped_is_sent_again_on_a_new_one() -> None:
+    connections = 0
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal connections
+        connections += 1
+        await reader.read(1024)
+        writer.write(b"+PONG\r\n")
+        await writer.drain()
+        await reader.read(1024)  # on the first connection, the second command: dropped without an answer
+
+    async def scenario() -> None:
+        async with scripted_server(handler) as url:
+            client = RespClient(url, timeout=1.0)
+            try:
+                assert await client.execute("PING") == "PONG"
+                assert await client.execute("PING") == "PONG"
+                assert connections == 2
+            finally:
+                await client.aclose()
+
+    run(scenario)
+
+
+def test_a_reply_split_across_packets_is_put_together() -> None:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(1024)
+        writer.write(b"$11\r\nhello")
+        await writer.drain()
+        await asyncio.sleep(0.05)
+        writer.write(b" world\r\n")
+        await writer.drain()
+        await reader.read(1024)  # until the client closes
+
+    async def scenario() -> None:
+        async with scripted_server(handler) as url:
+            client = RespClient(url, timeout=1.0)
+            try:
+                assert await client.execute("GET", "k") == "hello world"
+            finally:
+                await client.aclose()
+
+    run(scenario)
+
+
+def test_an_unsupported_url_scheme_is_refused_by_name() -> None:
+    with pytest.raises(ValueError, match="redis://"):
+        RespClient("memcached://127.0.0.1", timeout=1.0)
