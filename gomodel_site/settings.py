@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlparse
 
 from django.core.exceptions import ImproperlyConfigured
+
+from routing.core.durations import parse_duration
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -85,33 +86,12 @@ def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
     return value
 
 
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
-_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def parse_go_duration(text: str) -> float:
-    """Seconds in a Go duration such as ``30s``, ``5m``, ``1h30m`` or ``250ms``; ValueError otherwise."""
-    text = text.strip()
-    if text in {"0", ""}:
-        return 0.0
-    pos, total = 0, 0.0
-    for match in _DURATION_PART.finditer(text):
-        if match.start() != pos:
-            raise ValueError(text)
-        total += float(match.group(1)) * _DURATION_UNITS[match.group(2)]
-        pos = match.end()
-    if pos != len(text):
-        raise ValueError(text)
-    return total
-
-
 def env_duration(name: str, default: str, *, minimum: float = 0.0) -> float:
     raw = os.environ.get(name)
     text = default if raw is None or raw.strip() == "" else raw
-    try:
-        seconds = parse_go_duration(text)
-    except ValueError:
-        raise ImproperlyConfigured(f"{name}: expected a duration such as 30s, 5m or 1h, got {raw!r}") from None
+    seconds = parse_duration(text)
+    if seconds is None:
+        raise ImproperlyConfigured(f"{name}: expected a duration such as 30s, 5m or 1h, got {raw!r}")
     if seconds < minimum:
         raise ImproperlyConfigured(f"{name}: must be at least {minimum:g}s, got {raw!r}")
     return seconds

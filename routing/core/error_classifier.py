@@ -35,6 +35,7 @@ from datetime import datetime
 from email.utils import parsedate_to_datetime
 from typing import Any, Literal
 
+from routing.core.durations import parse_duration
 from routing.core.outcome import AttemptOutcome, ErrorClass
 
 ExceptionKind = Literal[
@@ -289,25 +290,6 @@ def _classify_server_error(status: int, error: ProviderError) -> tuple[ErrorClas
 # --------------------------------------------------------------------------------------------------------
 # Retry-After
 # --------------------------------------------------------------------------------------------------------
-
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|us|µs|ns|h|m|s)")
-_UNIT_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
-
-
-def parse_duration(text: str) -> float | None:
-    """Seconds in a Go or protobuf duration (``6m0s``, ``20ms``, ``32s``, ``1.5s``), or None."""
-    text = text.strip()
-    if not text:
-        return None
-    total = 0.0
-    position = 0
-    for match in _DURATION_PART.finditer(text):
-        if match.start() != position:
-            return None
-        total += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
-        position = match.end()
-    return total if position == len(text) else None
-
 
 def retry_after_seconds(
     headers: Mapping[str, str],

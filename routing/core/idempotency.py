@@ -10,7 +10,7 @@
 A lapsed lease reads as UNKNOWN, but the owner, if it was only slow, may still complete or fail it: a late
 truth beats "unknown". A repeat while the first request runs is refused (in flight, 409); the same key with
 a different request is refused (mismatch, 422). An ambiguous outcome is UNKNOWN, never "nothing happened".
-The transitions are pure; ``IdempotencyTable`` is the bounded in-memory store, time passed in.
+The transitions are pure, time passed in; ``routing.clients.idempotency_store`` runs them in PostgreSQL.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Literal
 
-from routing.core.ledger import BoundedStore, LedgerConflict
+from routing.core.ledger import LedgerConflict
 
 
 class OperationState(StrEnum):
@@ -115,71 +115,3 @@ def finish_operation(
             raise ValueError("a completed operation stores its answer")
         return replace(entry, state=OperationState.COMPLETED, answer=answer, expires_at=now + ttl_s)
     return replace(entry, state=OperationState.UNKNOWN, expires_at=now + ttl_s)
-
-
-class IdempotencyTable:
-    """Operations by id, in memory: at most ``max_entries``; completed answers kept ``ttl_s``.
-
-    When full, the oldest completed operation is forgotten first (a repeat then generates again; its tool
-    calls keep their execution keys, so the ledger still stops duplicate side effects). In-flight and
-    unknown operations are never forgotten before they expire.
-    """
-
-    def __init__(self, *, ttl_s: float = 86_400.0, max_entries: int = 10_000) -> None:
-        self.ttl_s = ttl_s
-        self._store: BoundedStore[OperationEntry] = BoundedStore(
-            max_entries, lambda e, now: e.state_at(now) is OperationState.COMPLETED
-        )
-
-    def __len__(self) -> int:
-        return len(self._store)
-
-    def begin(
-        self, operation_id: str, *, fingerprint: str, owner: str, now: float, lease_s: float
-    ) -> BeginDecision:
-        """Start or look up an operation. ``lease_s``: how long the owner may take (deadline + margin)."""
-        decision, new = begin_operation(
-            self._store.get(operation_id, now),
-            operation_id=operation_id,
-            fingerprint=fingerprint,
-            owner=owner,
-            now=now,
-            lease_s=lease_s,
-            ttl_s=self.ttl_s,
-        )
-        if new is not None:
-            self._store.put(operation_id, new, now)
-        return decision
-
-    def complete(self, operation_id: str, *, owner: str, answer: bytes, now: float) -> OperationEntry:
-        """Store the accepted answer; repeats within the TTL get it back."""
-        entry = finish_operation(
-            self._store.get(operation_id, now),
-            owner=owner,
-            outcome="completed",
-            now=now,
-            ttl_s=self.ttl_s,
-            answer=answer,
-        )
-        assert entry is not None  # a completed operation is always kept
-        self._store.put(operation_id, entry, now)
-        return entry
-
-    def fail(self, operation_id: str, *, owner: str, now: float) -> None:
-        """Forget a definitely failed operation so the client may retry with the same key."""
-        finish_operation(
-            self._store.get(operation_id, now), owner=owner, outcome="failed", now=now, ttl_s=self.ttl_s
-        )
-        self._store.delete(operation_id)
-
-    def mark_unknown(self, operation_id: str, *, owner: str, now: float) -> OperationEntry:
-        """Record that the operation may have produced an answer nobody stored."""
-        entry = finish_operation(
-            self._store.get(operation_id, now), owner=owner, outcome="unknown", now=now, ttl_s=self.ttl_s
-        )
-        assert entry is not None
-        self._store.put(operation_id, entry, now)
-        return entry
-
-    def get(self, operation_id: str, now: float) -> OperationEntry | None:
-        return self._store.get(operation_id, now)

@@ -1,4 +1,4 @@
-"""The tool-execution ledger: execution keys, pure state transitions, and a bounded in-memory store.
+"""The tool-execution ledger: execution keys and pure state transitions.
 
 Retrying a generation and repeating a side effect are separate decisions. Every tool call in an accepted
 answer gets an execution key (operation id + tool name + hash of the canonical arguments); a tool executor
@@ -12,8 +12,8 @@ the generation was retried, fell back, or the client repeated the request::
                         '--lease lapses---> UNKNOWN     (the executor died mid-action)
 
 An ambiguous outcome is UNKNOWN, never "nothing happened". The transitions are pure functions of
-(entry, now) -> entry, so a Redis or Postgres store can run them inside its own compare-and-set; the
-in-memory store here is bounded and takes time as a parameter. Operations (Idempotency-Key) are in
+(entry, now) -> entry, so the store runs them inside its own compare-and-set: the ledger API keeps entries in
+PostgreSQL (``routing.api.ledger``, a row lock per key). Operations (Idempotency-Key) are in
 ``routing.core.idempotency``.
 """
 
@@ -21,11 +21,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections import OrderedDict
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from enum import StrEnum
-from typing import Any, Generic, Literal, Protocol, TypeVar
+from typing import Any, Literal
 
 # --------------------------------------------------------------------------------------------------------
 # Keys
@@ -84,15 +82,6 @@ class LedgerConflict(Exception):
     def __init__(self, message: str, entry: Any = None) -> None:
         super().__init__(message)
         self.entry = entry
-
-
-class LedgerFull(Exception):
-    """The in-memory store is full of live entries it must not forget (HTTP 503)."""
-
-
-# --------------------------------------------------------------------------------------------------------
-# Tool executions
-# --------------------------------------------------------------------------------------------------------
 
 
 class ExecutionState(StrEnum):
@@ -203,129 +192,3 @@ def settle_execution(
     if target is ExecutionState.COMPLETED and result is None:
         raise ValueError("a completed execution stores its result")
     return replace(entry, state=target, result=result, error=error, lease_until=now, expires_at=now + ttl_s)
-
-
-# --------------------------------------------------------------------------------------------------------
-# Bounded in-memory stores
-# --------------------------------------------------------------------------------------------------------
-
-E = TypeVar("E", bound="Expiring")
-
-
-class Expiring(Protocol):
-    @property
-    def expires_at(self) -> float: ...
-
-
-class BoundedStore(Generic[E]):
-    """Entries by key, oldest-updated first. Expired entries go first; then only entries that
-    ``evictable`` allows; when none may go, LedgerFull rather than silently forgetting a live one."""
-
-    def __init__(self, max_entries: int, evictable: Callable[[E, float], bool]) -> None:
-        if max_entries < 1:
-            raise ValueError("max_entries must be at least 1")
-        self._max = max_entries
-        self._evictable = evictable
-        self._entries: OrderedDict[str, E] = OrderedDict()
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def get(self, key: str, now: float) -> E | None:
-        entry = self._entries.get(key)
-        if entry is not None and now >= entry.expires_at:
-            del self._entries[key]
-            return None
-        return entry
-
-    def put(self, key: str, entry: E, now: float) -> None:
-        if key not in self._entries and len(self._entries) >= self._max:
-            self._make_room(now)
-        self._entries[key] = entry
-        self._entries.move_to_end(key)
-
-    def delete(self, key: str) -> None:
-        self._entries.pop(key, None)
-
-    def _make_room(self, now: float) -> None:
-        # Entries are kept in update order and share one TTL, so the expired ones sit at the front.
-        while self._entries:
-            oldest = next(iter(self._entries.values()))
-            if now < oldest.expires_at:
-                break
-            self._entries.popitem(last=False)
-        if len(self._entries) < self._max:
-            return
-        for key, entry in self._entries.items():
-            if now >= entry.expires_at or self._evictable(entry, now):
-                del self._entries[key]
-                return
-        raise LedgerFull(f"{len(self._entries)} live entries and none may be forgotten")
-
-
-class ToolLedger:
-    """Tool executions by execution key, in memory: at most ``max_entries``, each kept ``ttl_s``.
-
-    Never forgets a live entry to make room (that would let a side effect run twice): when full of live
-    entries it raises LedgerFull.
-    """
-
-    def __init__(self, *, ttl_s: float = 86_400.0, max_entries: int = 100_000) -> None:
-        self.ttl_s = ttl_s
-        self._store: BoundedStore[ExecutionEntry] = BoundedStore(max_entries, lambda e, now: False)
-
-    def __len__(self) -> int:
-        return len(self._store)
-
-    def claim(
-        self, key: str, *, owner: str, now: float, lease_s: float, takeover_unknown: bool = False
-    ) -> ClaimDecision:
-        decision, new = claim_execution(
-            self._store.get(key, now),
-            key=key,
-            owner=owner,
-            now=now,
-            lease_s=lease_s,
-            ttl_s=self.ttl_s,
-            takeover_unknown=takeover_unknown,
-        )
-        if new is not None:
-            self._store.put(key, new, now)
-        return decision
-
-    def complete(self, key: str, *, owner: str, result: str, now: float) -> ExecutionEntry:
-        """Record the side effect's result; later claims get it instead of running it again."""
-        return self._settle(key, owner, "completed", now, result=result)
-
-    def fail(self, key: str, *, owner: str, error: str, retryable: bool, now: float) -> ExecutionEntry:
-        """Record a failure the executor is sure of: retryable ones may be claimed again."""
-        return self._settle(key, owner, "pending" if retryable else "failed", now, error=error)
-
-    def report_unknown(self, key: str, *, owner: str, detail: str, now: float) -> ExecutionEntry:
-        """Record that the side effect may or may not have happened (a timeout talking to the outside)."""
-        return self._settle(key, owner, "unknown", now, error=detail)
-
-    def get(self, key: str, now: float) -> ExecutionEntry | None:
-        return self._store.get(key, now)
-
-    def _settle(
-        self,
-        key: str,
-        owner: str,
-        state: Literal["completed", "failed", "pending", "unknown"],
-        now: float,
-        *,
-        result: str | None = None,
-        error: str | None = None,
-    ) -> ExecutionEntry:
-        entry = settle_execution(
-            self._store.get(key, now),
-            owner=owner,
-            state=state,
-            now=now,
-            ttl_s=self.ttl_s,
-            result=result,
-            error=error,
-        )
-        self._store.put(key, entry, now)
-        return entry

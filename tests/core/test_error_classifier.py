@@ -12,7 +12,6 @@ import pytest
 from routing.core.error_classifier import (
     classify_exception,
     classify_http_error,
-    parse_duration,
     parse_error_body,
     retry_after_seconds,
 )
@@ -323,16 +322,6 @@ def test_it_keeps_retry_after_for_the_health_model_on_every_class() -> None:
     body = openai("You exceeded your current quota", "insufficient_quota", "insufficient_quota")
     outcome = classify_http_error(429, {"retry-after": "60"}, body, "openai")
     assert (outcome.error_class, outcome.retry_after_s) == (ErrorClass.INCOMPATIBLE, 60.0)
-
-
-@pytest.mark.parametrize(
-    ("text", "seconds"),
-    [("6m0s", 360.0), ("1h2m3.5s", 3723.5), ("20ms", 0.02), ("32s", 32.0), ("0.5s", 0.5), ("", None),
-     ("5 s", None), ("s", None), ("12", None), ("1x", None)],
-)
-def test_it_parses_go_and_protobuf_durations(text: str, seconds: float | None) -> None:
-    value = parse_duration(text)
-    assert value == (pytest.approx(seconds) if seconds is not None else None)
 
 
 def test_it_reads_openai_compatible_top_level_errors() -> None:

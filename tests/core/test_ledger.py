@@ -1,4 +1,4 @@
-"""The tool-execution ledger: execution keys, the claim state machine, leases, TTL and bounded memory."""
+"""The tool-execution ledger: execution keys, the claim state machine, leases and TTL."""
 
 from __future__ import annotations
 
@@ -7,14 +7,13 @@ import pytest
 from routing.core.ledger import (
     ExecutionState,
     LedgerConflict,
-    LedgerFull,
-    ToolLedger,
     arguments_hash,
     attempt_id,
     canonical_json,
     execution_key,
     operation_id,
 )
+from tests.core.drivers import Ledger
 
 OP = operation_id("order-42", key_id=7)
 
@@ -75,8 +74,8 @@ def test_it_numbers_attempts() -> None:
 KEY = execution_key(OP, "charge", '{"amount": 10}')
 
 
-def ledger(**kwargs: float) -> ToolLedger:
-    return ToolLedger(ttl_s=kwargs.get("ttl_s", 3600.0), max_entries=int(kwargs.get("max_entries", 100)))
+def ledger(ttl_s: float = 3600.0) -> Ledger:
+    return Ledger(ttl_s=ttl_s)
 
 
 def test_it_lets_exactly_one_executor_run_a_side_effect() -> None:
@@ -85,7 +84,7 @@ def test_it_lets_exactly_one_executor_run_a_side_effect() -> None:
     second = book.claim(KEY, owner="worker-b", now=1.0, lease_s=30.0)
     assert (first.kind, second.kind) == ("claimed", "conflict")
     assert second.entry.owner == "worker-a"
-    done = book.complete(KEY, owner="worker-a", result='{"charge_id": "ch_1"}', now=2.0)
+    done = book.settle(KEY, owner="worker-a", state="completed", result='{"charge_id": "ch_1"}', now=2.0)
     assert done.state is ExecutionState.COMPLETED
     # Every later claim, by anyone, gets the stored result instead of charging again.
     again = book.claim(KEY, owner="worker-b", now=3.0, lease_s=30.0)
@@ -96,7 +95,7 @@ def test_it_lets_exactly_one_executor_run_a_side_effect() -> None:
 def test_it_lets_a_retryable_failure_be_claimed_again() -> None:
     book = ledger()
     book.claim(KEY, owner="a", now=0.0, lease_s=30.0)
-    failed = book.fail(KEY, owner="a", error="503 from the payment API", retryable=True, now=1.0)
+    failed = book.settle(KEY, owner="a", state="pending", error="503 from the payment API", now=1.0)
     assert failed.state is ExecutionState.PENDING
     retry = book.claim(KEY, owner="b", now=2.0, lease_s=30.0)
     assert (retry.kind, retry.entry.attempts, retry.entry.error) == ("claimed", 2, "503 from the payment API")
@@ -105,7 +104,7 @@ def test_it_lets_a_retryable_failure_be_claimed_again() -> None:
 def test_it_refuses_to_rerun_a_permanent_failure() -> None:
     book = ledger()
     book.claim(KEY, owner="a", now=0.0, lease_s=30.0)
-    book.fail(KEY, owner="a", error="card declined", retryable=False, now=1.0)
+    book.settle(KEY, owner="a", state="failed", error="card declined", now=1.0)
     refused = book.claim(KEY, owner="b", now=2.0, lease_s=30.0)
     assert (refused.kind, refused.entry.error) == ("failed", "card declined")
 
@@ -122,19 +121,19 @@ def test_it_records_a_lapsed_lease_as_unknown_never_as_not_done() -> None:
 def test_it_takes_over_an_unknown_execution_only_when_asked() -> None:
     book = ledger()
     book.claim(KEY, owner="a", now=0.0, lease_s=30.0)
-    book.report_unknown(KEY, owner="a", detail="timeout talking to the bank", now=5.0)
+    book.settle(KEY, owner="a", state="unknown", error="timeout talking to the bank", now=5.0)
     assert book.claim(KEY, owner="b", now=6.0, lease_s=30.0).kind == "unknown"
     taken = book.claim(KEY, owner="b", now=7.0, lease_s=30.0, takeover_unknown=True)
     assert (taken.kind, taken.entry.owner, taken.entry.attempts) == ("claimed", "b", 2)
     # The first executor lost the claim: its late report is refused.
     with pytest.raises(LedgerConflict):
-        book.complete(KEY, owner="a", result="{}", now=8.0)
+        book.settle(KEY, owner="a", state="completed", result="{}", now=8.0)
 
 
 def test_it_accepts_a_late_report_from_the_owner_when_nobody_took_over() -> None:
     book = ledger()
     book.claim(KEY, owner="a", now=0.0, lease_s=30.0)
-    done = book.complete(KEY, owner="a", result='{"ok": true}', now=45.0)  # after the lease
+    done = book.settle(KEY, owner="a", state="completed", result='{"ok": true}', now=45.0)  # after the lease
     assert done.state is ExecutionState.COMPLETED
     assert book.claim(KEY, owner="b", now=46.0, lease_s=30.0).kind == "completed"
 
@@ -142,27 +141,27 @@ def test_it_accepts_a_late_report_from_the_owner_when_nobody_took_over() -> None
 def test_it_refuses_reports_from_someone_who_never_claimed() -> None:
     book = ledger()
     with pytest.raises(LedgerConflict):
-        book.complete(KEY, owner="a", result="{}", now=0.0)
+        book.settle(KEY, owner="a", state="completed", result="{}", now=0.0)
     book.claim(KEY, owner="a", now=0.0, lease_s=30.0)
     with pytest.raises(LedgerConflict):
-        book.fail(KEY, owner="intruder", error="x", retryable=True, now=1.0)
+        book.settle(KEY, owner="intruder", state="pending", error="x", now=1.0)
 
 
 def test_it_treats_a_repeated_completion_as_harmless_and_a_different_one_as_a_conflict() -> None:
     book = ledger()
     book.claim(KEY, owner="a", now=0.0, lease_s=30.0)
-    first = book.complete(KEY, owner="a", result='{"id": 1}', now=1.0)
-    assert book.complete(KEY, owner="a", result='{"id": 1}', now=2.0) == first
+    first = book.settle(KEY, owner="a", state="completed", result='{"id": 1}', now=1.0)
+    assert book.settle(KEY, owner="a", state="completed", result='{"id": 1}', now=2.0) == first
     with pytest.raises(LedgerConflict):
-        book.complete(KEY, owner="a", result='{"id": 2}', now=3.0)
+        book.settle(KEY, owner="a", state="completed", result='{"id": 2}', now=3.0)
     with pytest.raises(LedgerConflict):
-        book.fail(KEY, owner="a", error="x", retryable=False, now=3.0)
+        book.settle(KEY, owner="a", state="failed", error="x", now=3.0)
 
 
 def test_it_forgets_an_execution_after_its_ttl() -> None:
     book = ledger(ttl_s=100.0)
     book.claim(KEY, owner="a", now=0.0, lease_s=30.0)
-    book.complete(KEY, owner="a", result="{}", now=10.0)
+    book.settle(KEY, owner="a", state="completed", result="{}", now=10.0)
     assert book.claim(KEY, owner="b", now=109.9, lease_s=30.0).kind == "completed"
     assert book.get(KEY, now=110.0) is None
     assert book.claim(KEY, owner="b", now=110.0, lease_s=30.0).kind == "claimed"
@@ -172,21 +171,3 @@ def test_it_keeps_a_claim_at_least_as_long_as_its_lease() -> None:
     book = ledger(ttl_s=10.0)
     book.claim(KEY, owner="a", now=0.0, lease_s=60.0)
     assert book.claim(KEY, owner="b", now=30.0, lease_s=60.0).kind == "conflict"
-
-
-def test_it_bounds_memory_without_forgetting_a_live_execution() -> None:
-    book = ledger(ttl_s=100.0, max_entries=3)
-    for i in range(3):
-        book.claim(f"k{i}", owner="a", now=float(i), lease_s=10.0)
-    with pytest.raises(LedgerFull):
-        book.claim("k3", owner="a", now=5.0, lease_s=10.0)
-    assert len(book) == 3
-    # Once the oldest expired, there is room again.
-    assert book.claim("k3", owner="a", now=100.5, lease_s=10.0).kind == "claimed"
-    assert book.get("k0", now=100.5) is None
-    assert len(book) == 3
-
-
-def test_it_refuses_a_store_without_room() -> None:
-    with pytest.raises(ValueError):
-        ToolLedger(max_entries=0)
