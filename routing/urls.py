@@ -15,6 +15,7 @@ urlpatterns = [
     path("metrics", metrics.metrics_view, name="metrics"),
     path("v1/openapi.json", views.openapi, name="openapi"),
     path("v1/ledger/<str:action>", ledger.ledger, name="ledger"),
-    path("v1/ledger/entry/<path:key>", ledger.ledger_get, name="ledger-entry"),
-    re_path(r"^v1/(?P<path>.*)$", views.not_found),
+    # [\s\S], not ".": a key or path with an encoded newline (%0A) still gets the client's JSON envelope.
+    re_path(r"^v1/ledger/entry/(?P<key>[\s\S]+)$", ledger.ledger_get, name="ledger-entry"),
+    re_path(r"^v1/(?P<path>[\s\S]*)$", views.not_found),
 ]

@@ -102,9 +102,23 @@ def _field(body: dict[str, Any], name: str, kind: type, *, required: bool = True
         return None
     if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
         raise GatewayError(400, f"{name}: expected a {kind.__name__}", param=name, code="invalid_request")
-    if isinstance(value, str) and not value.strip():
-        raise GatewayError(400, f"{name}: must not be empty", param=name, code="invalid_request")
+    if isinstance(value, str):
+        if not value.strip():
+            raise GatewayError(400, f"{name}: must not be empty", param=name, code="invalid_request")
+        _storable(value, name)
     return value
+
+
+def _storable(text: str, name: str) -> str:
+    """PostgreSQL text holds neither NUL nor lone surrogates (which JSON allows): the client's 400, not a 503."""
+    if "\x00" in text:
+        raise GatewayError(400, f"{name}: must not contain NUL characters", param=name, code="invalid_request")
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        raise GatewayError(400, f"{name}: must be valid Unicode (a lone surrogate was sent)", param=name,
+                           code="invalid_request") from None
+    return text
 
 
 async def _authenticated_body(request: HttpRequest) -> dict[str, Any]:
@@ -133,7 +147,7 @@ async def ledger(request: HttpRequest, action: str) -> HttpResponseBase:
             return _json({"decision": decision.kind, **_view(decision.entry, now)}, status)
         if action == "complete":
             result = body.get("result")
-            text = result if isinstance(result, str) else json.dumps(result)
+            text = _storable(result, "result") if isinstance(result, str) else json.dumps(result)
             entry, now = await in_db_thread(_settle)(key, owner, "completed", text, None)
         elif action == "fail":
             retryable = bool(body.get("retryable", False))
@@ -154,6 +168,7 @@ async def ledger(request: HttpRequest, action: str) -> HttpResponseBase:
 async def ledger_get(request: HttpRequest, key: str) -> HttpResponseBase:
     try:
         await _authenticated_body(request)
+        _storable(key, "execution_key")
         row = await in_db_thread(lambda: ToolExecution.objects.filter(execution_key=key).first())()
         entry = _entry(row)
         now = time.time()

@@ -24,7 +24,8 @@ pytestmark = [pytest.mark.services, pytest.mark.slow]
 SPEC = yaml.safe_load((Path(__file__).resolve().parents[2] / "routing" / "api" / "openapi.yaml").read_text())
 MODELS = ["oa/oa-model", "az/az-model", "an/an-model", "ge/ge-model", "normal", "pool", "no-such-model"]
 OPERATIONS = [("/v1/chat/completions", "POST"), ("/v1/messages", "POST"), ("/v1/routing/explain", "POST"),
-              ("/v1/models", "GET")]
+              ("/v1/models", "GET"), ("/v1/ledger/claim", "POST"), ("/v1/ledger/complete", "POST"),
+              ("/v1/ledger/entry/{execution_key}", "GET")]
 
 
 def spec_with_known_models() -> dict[str, Any]:
