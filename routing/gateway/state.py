@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from django.conf import settings
 
@@ -78,6 +78,18 @@ class GatewayState:
         self.round_robin.clear()
         self.warm = TtlLruStore(MAX_WARM_SESSIONS)
         self.retry_budget = RetryBudget(ratio=settings.GOMODEL_RETRY_BUDGET)
+
+    def renew(self) -> None:
+        """Become what a newly started process has: nothing learned or pinned, settings read again.
+
+        The request path's modules all hold this one object (``from routing.gateway.state import state``),
+        so it is renewed in place rather than replaced; in-process tests start each case from here. Unlike
+        ``reset`` it also drops the pin store, key turns, the table version followed and the random
+        generator. An open Redis pin store is the caller's to close first (``await state.pins.aclose()``).
+        """
+        fresh = GatewayState()
+        for spec in fields(GatewayState):
+            setattr(self, spec.name, getattr(fresh, spec.name))
 
 
 state = GatewayState()
