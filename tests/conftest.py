@@ -9,8 +9,8 @@ import pytest
 
 from tests.services import ensure_all
 
-# Fixtures that open a database connection (pytest-django's and the suite's own gateway processes).
-_SERVICE_FIXTURES = frozenset({"db", "transactional_db", "django_db_setup", "live_server", "django_db_blocker"})
+# Fixtures that open a database connection (pytest-django's own; its autouse django_db_blocker does not).
+_SERVICE_FIXTURES = frozenset({"db", "transactional_db", "django_db_setup", "live_server"})
 
 
 def needs_services(item: pytest.Item) -> bool:

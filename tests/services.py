@@ -7,6 +7,7 @@ listening is left alone.
 from __future__ import annotations
 
 import glob
+import os
 import shutil
 import socket
 import subprocess
@@ -56,5 +57,8 @@ def ensure_service(name: str, timeout: float = 60.0) -> None:
 
 
 def ensure_all() -> None:
+    if os.environ.get("GOMODEL_TESTS_WITHOUT_SERVICES"):
+        # Set by tests/test_bare_machine.py: proves that a part of the suite needs no service at all.
+        raise RuntimeError("this test run needs PostgreSQL, Redis or RabbitMQ, which it was told it would not")
     for name in SERVICES:
         ensure_service(name)
