@@ -11,6 +11,8 @@ from __future__ import annotations
 import logging
 import threading
 from datetime import datetime
+from decimal import Decimal
+from typing import TypeVar
 
 from django.conf import settings
 from django.db import close_old_connections
@@ -32,9 +34,11 @@ from routing.core.table import (
 
 log = logging.getLogger("gomodel.runtime")
 
+_T = TypeVar("_T")
 
-def _float(value: object) -> float | None:
-    return None if value is None else float(value)  # type: ignore[arg-type]
+
+def _float(value: Decimal | None) -> float | None:
+    return None if value is None else float(value)
 
 
 def _timestamp(value: datetime | None) -> float | None:
@@ -44,24 +48,26 @@ def _timestamp(value: datetime | None) -> float | None:
 def compile_settings(row: m.RoutingSettings | None) -> RoutingSettings:
     """Environment values as defaults, admin overrides on top."""
 
-    def pick(field: str, default: object) -> object:
-        value = getattr(row, field, None) if row is not None else None
+    # An unsaved row holds every field empty (None, or "" for the objective): all environment values.
+    row = row if row is not None else m.RoutingSettings()
+
+    def pick(value: _T | None, default: _T) -> _T:
         return default if value is None or value == "" else value
 
     return RoutingSettings(
-        smart_routing_enabled=bool(pick("smart_routing_enabled", settings.PRO_SMART_ROUTING_ENABLED)),
-        smart_routing_threshold=int(pick("smart_routing_threshold", settings.PRO_SMART_ROUTING_THRESHOLD)),  # type: ignore[call-overload]
+        smart_routing_enabled=bool(pick(row.smart_routing_enabled, settings.PRO_SMART_ROUTING_ENABLED)),
+        smart_routing_threshold=int(pick(row.smart_routing_threshold, settings.PRO_SMART_ROUTING_THRESHOLD)),
         smart_routing_session_ttl_s=float(
-            pick("smart_routing_session_ttl_seconds", settings.PRO_SMART_ROUTING_SESSION_TTL)  # type: ignore[arg-type]
+            pick(row.smart_routing_session_ttl_seconds, settings.PRO_SMART_ROUTING_SESSION_TTL)
         ),
-        smart_routing_keywords=tuple(pick("smart_routing_keywords", settings.PRO_SMART_ROUTING_KEYWORDS)),  # type: ignore[call-overload]
-        routing_enabled=bool(pick("routing_enabled", settings.PRO_ROUTING_ENABLED)),
-        routing_objective=str(pick("routing_objective", settings.PRO_ROUTING_OBJECTIVE)),
-        min_weight_fraction=float(pick("min_weight_fraction", settings.PRO_ROUTING_MIN_WEIGHT_FRACTION)),  # type: ignore[arg-type]
-        cooldown_base_s=float(pick("cooldown_base_seconds", settings.PRO_ROUTING_COOLDOWN_BASE)),  # type: ignore[arg-type]
-        cooldown_max_s=float(pick("cooldown_max_seconds", settings.PRO_ROUTING_COOLDOWN_MAX)),  # type: ignore[arg-type]
-        warm_cache_weight=float(pick("warm_cache_weight", settings.PRO_ROUTING_WARM_CACHE_WEIGHT)),  # type: ignore[arg-type]
-        warm_cache_ttl_s=float(pick("warm_cache_ttl_seconds", settings.PRO_ROUTING_WARM_CACHE_TTL)),  # type: ignore[arg-type]
+        smart_routing_keywords=tuple(pick(row.smart_routing_keywords, settings.PRO_SMART_ROUTING_KEYWORDS)),
+        routing_enabled=bool(pick(row.routing_enabled, settings.PRO_ROUTING_ENABLED)),
+        routing_objective=str(pick(row.routing_objective, settings.PRO_ROUTING_OBJECTIVE)),
+        min_weight_fraction=float(pick(row.min_weight_fraction, settings.PRO_ROUTING_MIN_WEIGHT_FRACTION)),
+        cooldown_base_s=float(pick(row.cooldown_base_seconds, settings.PRO_ROUTING_COOLDOWN_BASE)),
+        cooldown_max_s=float(pick(row.cooldown_max_seconds, settings.PRO_ROUTING_COOLDOWN_MAX)),
+        warm_cache_weight=float(pick(row.warm_cache_weight, settings.PRO_ROUTING_WARM_CACHE_WEIGHT)),
+        warm_cache_ttl_s=float(pick(row.warm_cache_ttl_seconds, settings.PRO_ROUTING_WARM_CACHE_TTL)),
     )
 
 
@@ -151,7 +157,7 @@ def compile_table(version: int) -> RoutingTable:
             contract=row.contract.workload if row.contract else None,
             enabled=row.enabled,
         )
-    keys = [
+    gateway_keys = [
         KeySpec(
             id=row.id,
             name=row.name,
@@ -163,8 +169,8 @@ def compile_table(version: int) -> RoutingTable:
         for row in m.GatewayKey.objects.filter(revoked=False)
     ]
     if settings.GOMODEL_MASTER_KEY:
-        keys.append(KeySpec(id=0, name="master", secret_hash=m.hash_secret(settings.GOMODEL_MASTER_KEY),
-                            is_master=True))
+        gateway_keys.append(KeySpec(id=0, name="master", secret_hash=m.hash_secret(settings.GOMODEL_MASTER_KEY),
+                                    is_master=True))
     return RoutingTable.build(
         version=version,
         providers=providers,
@@ -172,7 +178,7 @@ def compile_table(version: int) -> RoutingTable:
         virtual_models=virtual,
         tier_routes=list(routes.values()),
         contracts=contracts,
-        keys=keys,
+        keys=gateway_keys,
         settings=compile_settings(m.RoutingSettings.objects.filter(pk=1).first()),
     )
 
