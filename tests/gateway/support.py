@@ -157,12 +157,18 @@ async def answer(call: Call) -> Reply:
 
 
 def run(scenario: Coroutine[Any, Any, T]) -> T:
-    """Run a test's scenario on a new event loop and close the upstream connections it opened."""
+    """Run a test's scenario on a new event loop and close the upstream connections it opened.
+
+    Work a request left in the background (a session pin being written) finishes first, as it would on a
+    server's loop that keeps running.
+    """
 
     async def main() -> T:
         try:
             return await scenario
         finally:
+            background = asyncio.all_tasks() - {asyncio.current_task()}
+            await asyncio.gather(*background)
             await upstream.pool.aclose()
 
     return asyncio.run(main())
