@@ -7,6 +7,7 @@ Idempotency-Key come here; the call runs in a worker thread so the event loop ne
 from __future__ import annotations
 
 import time
+from typing import Literal
 
 from django.db import DatabaseError, IntegrityError, transaction
 
@@ -22,6 +23,9 @@ from routing.core.ledger import LedgerConflict
 from routing.models import IdempotentOperation
 
 TTL_S = 86_400.0
+
+# How the owner's attempts ended: what finish_operation turns into the stored state (or forgets).
+FinishOutcome = Literal["completed", "failed", "unknown"]
 
 
 class StoreUnavailable(Exception):
@@ -62,11 +66,11 @@ def _begin(operation_id: str, fingerprint: str, owner: str, lease_s: float) -> B
     return BeginDecision("in_flight")
 
 
-def _finish(operation_id: str, owner: str, outcome: str, answer: bytes | None) -> None:
+def _finish(operation_id: str, owner: str, outcome: FinishOutcome, answer: bytes | None) -> None:
     with transaction.atomic():
         row = IdempotentOperation.objects.select_for_update().filter(operation_id=operation_id).first()
         try:
-            entry = finish_operation(_entry(row), owner=owner, outcome=outcome,  # type: ignore[arg-type]
+            entry = finish_operation(_entry(row), owner=owner, outcome=outcome,
                                      now=time.time(), ttl_s=TTL_S, answer=answer)
         except LedgerConflict:
             return  # someone else owns it now (our lease lapsed and it was taken over): leave it
@@ -80,5 +84,5 @@ async def begin(operation_id: str, *, fingerprint: str, owner: str, lease_s: flo
         raise StoreUnavailable(type(exc).__name__) from None
 
 
-async def finish(operation_id: str, *, owner: str, outcome: str, answer: bytes | None = None) -> None:
+async def finish(operation_id: str, *, owner: str, outcome: FinishOutcome, answer: bytes | None = None) -> None:
     await in_db_thread(_finish)(operation_id, owner, outcome, answer)

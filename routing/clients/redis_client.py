@@ -19,7 +19,7 @@ import asyncio
 import hashlib
 import ssl
 from collections import deque
-from typing import Any
+from typing import Any, cast
 from urllib.parse import parse_qs, unquote, urlsplit
 
 
@@ -88,7 +88,9 @@ class _Connection(asyncio.Protocol):
         self._buffer = bytearray()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]  # uvloop's transports are not asyncio classes
+        # A stream protocol is handed a stream transport; typeshed types the parameter for every kind of
+        # protocol, and uvloop's transports are not asyncio.Transport subclasses, so no isinstance either.
+        self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
         buffer = self._buffer

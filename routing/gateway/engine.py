@@ -80,7 +80,9 @@ async def _route(call: Call, journey: Journey) -> HttpResponse | StreamingHttpRe
     except BaseException:
         if journey.operation_id:
             # An ambiguous attempt may have run: never record "nothing happened" for it.
-            outcome = "unknown" if journey.error_class == ErrorClass.AMBIGUOUS else "failed"
+            outcome: idempotency_store.FinishOutcome = (
+                "unknown" if journey.error_class == ErrorClass.AMBIGUOUS else "failed"
+            )
             await idempotency_store.finish(journey.operation_id, owner=call.request_id, outcome=outcome)
         raise
     if journey.operation_id and journey.replay_blob is not None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import zlib
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import httptools
 
@@ -55,7 +55,9 @@ class Connection(asyncio.Protocol):
     # -- asyncio.Protocol ---------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]  # uvloop's transports are not asyncio classes
+        # A stream protocol is handed a stream transport; typeshed types the parameter for every kind of
+        # protocol, and uvloop's transports are not asyncio.Transport subclasses, so no isinstance either.
+        self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
         parser = self._parser

@@ -91,8 +91,8 @@ def _virtual_entry(vm: m.VirtualModel) -> dict[str, Any]:
     entry: dict[str, Any] = {"source": vm.source, "strategy": vm.strategy, "targets": targets}
     if not vm.session_affinity:
         entry["session_affinity"] = False
-    if vm.contract_id:
-        entry["contract"] = vm.contract.workload  # type: ignore[union-attr]
+    if vm.contract is not None:
+        entry["contract"] = vm.contract.workload
     if not vm.enabled:
         entry["enabled"] = False
     return entry
@@ -100,8 +100,8 @@ def _virtual_entry(vm: m.VirtualModel) -> dict[str, Any]:
 
 def _route_entry(route: m.TierRoute) -> dict[str, Any]:
     entry: dict[str, Any] = {"easy": route.easy, "hard": route.hard}
-    if route.contract_id:
-        entry["contract"] = route.contract.workload  # type: ignore[union-attr]
+    if route.contract is not None:
+        entry["contract"] = route.contract.workload
     if not route.enabled:
         entry["enabled"] = False
     return entry
