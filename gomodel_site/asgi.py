@@ -1,10 +1,11 @@
 """ASGI entry point: ``gomodel_site.asgi:application`` under granian or uvicorn.
 
-Three handlers share one process. The two relay endpoints (``POST /v1/chat/completions`` and
+Four handlers share one process. The two relay endpoints (``POST /v1/chat/completions`` and
 ``POST /v1/messages``) go to ``RelayHandler``, which does only what they need around their views. The rest
 of the API (``/v1/``), the probes and ``/metrics`` go to a Django handler without middleware: every sync
-middleware would cost a thread hop per request. Everything else (the admin, the auditor pages) goes to the
-standard handler with sessions, CSRF and authentication.
+middleware would cost a thread hop per request. ``/static/`` goes to ServeStatic (gomodel_site/static_files.py),
+checked only after the API prefixes so it adds nothing to an API request. Everything else (the admin, the
+auditor pages) goes to the standard handler with sessions, CSRF and authentication.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ django.setup(set_prefix=False)
 
 from django.core.handlers.asgi import ASGIHandler  # noqa: E402
 
+from gomodel_site.static_files import static_files_app, static_prefix  # noqa: E402
 from routing.api.django_handler import ProxyASGIHandler  # noqa: E402
 from routing.api.relay_handler import RelayHandler  # noqa: E402
 from routing.ops.startup import start_gateway  # noqa: E402
@@ -26,6 +28,8 @@ LEAN_PREFIXES = ("/v1/", "/health", "/metrics")
 
 _lean = RelayHandler(fallback=ProxyASGIHandler())
 _full = ASGIHandler()
+STATIC_PREFIX = static_prefix()
+_static = static_files_app(fallback=_full)  # a missing file gets Django's 404 page
 
 
 async def application(scope, receive, send):  # type: ignore[no-untyped-def]
@@ -35,6 +39,8 @@ async def application(scope, receive, send):  # type: ignore[no-untyped-def]
     path: str = scope.get("path", "")
     if path.startswith(LEAN_PREFIXES):
         await _lean(scope, receive, send)
+    elif path.startswith(STATIC_PREFIX):
+        await _static(scope, receive, send)
     else:
         await _full(scope, receive, send)
 

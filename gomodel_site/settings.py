@@ -229,8 +229,17 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
+
+# Static files: the admin's and the auditor pages' CSS and JavaScript, served by the application itself
+# (ServeStatic, see gomodel_site/static_files.py), so the pages are styled with no reverse proxy in front.
+# `manage.py collectstatic` (the demo runs it) writes every file under a content-hashed name with gzip and
+# Brotli variants beside it; hashed names are served as cacheable forever, since a change means a new name.
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / "var" / "static"
+STATIC_ROOT = Path(env_str("DJANGO_STATIC_ROOT", str(BASE_DIR / "var" / "static")))
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "servestatic.storage.CompressedManifestStaticFilesStorage"},
+}
 
 REST_FRAMEWORK = {
     "UNAUTHENTICATED_USER": None,

@@ -15,3 +15,7 @@ from gomodel_site.settings import *  # noqa: E402,F403
 # The test process itself opens connections from helper threads (readiness probe, ledger); a pool would keep
 # them open and block the test database's teardown. Gateway subprocesses keep the production pool.
 DATABASES["default"]["OPTIONS"].pop("pool", None)  # noqa: F405
+
+# Pages rendered by Django's test client name static files by their plain names: the manifest exists only
+# after collectstatic, which the browser test (tests/browser) and the demo run against real servers.
+STORAGES = {**STORAGES, "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}  # noqa: F405

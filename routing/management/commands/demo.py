@@ -1,13 +1,15 @@
 """manage.py demo: the whole gateway on one machine, with simulated providers and no API key needed.
 
-Migrates the database (SQLite unless DATABASE_URL says otherwise), loads the demo configuration (an
-easy/hard tier route over adaptive virtual models), starts the provider simulator and the gateway on
-127.0.0.1, prints how to call it, and stops both on Ctrl-C.
+Migrates the database (SQLite unless DATABASE_URL says otherwise), collects the static files the admin needs
+(once, and again only when they change), loads the demo configuration (an easy/hard tier route over adaptive
+virtual models), starts the provider simulator and the gateway on 127.0.0.1, prints how to call it, and stops
+both on Ctrl-C.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import signal
 import subprocess
@@ -21,6 +23,8 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from routing.management.collect_static import collect_static_when_changed
 
 DEMO_CONFIG = Path(__file__).resolve().parents[2] / "demo" / "demo.yaml"
 SIMULATOR_PORT = 18001  # the demo configuration's providers point here
@@ -40,6 +44,9 @@ class Command(BaseCommand):
         os.environ.setdefault("GOMODEL_DEMO_KEY", "demo-" + secrets.token_hex(8))
         Path(settings.BASE_DIR, "var").mkdir(exist_ok=True)
         call_command("migrate", verbosity=0)
+        # The gateway serves the collected files itself, as in production: hashed names, gzip and Brotli.
+        if collect_static_when_changed():
+            self.stdout.write(f"Static files collected into {settings.STATIC_ROOT}")
         call_command("loadconfig", str(DEMO_CONFIG), stdout=self.stdout)
         password = secrets.token_urlsafe(9)
         user, _ = User.objects.get_or_create(username="admin", defaults={"is_staff": True, "is_superuser": True})
@@ -108,10 +115,25 @@ class Command(BaseCommand):
         )
         if streamed.status_code != 200 or not streamed.text.rstrip().endswith("data: [DONE]"):
             raise CommandError(f"the demo stream failed with {streamed.status_code}: {streamed.text[-300:]}")
+        stylesheets = self._check_stylesheets(port)
         self.stdout.write(
             f"demo check passed: {response.headers.get('x-gomodel-target')} answered, "
-            f"{streamed.headers.get('x-gomodel-target')} streamed"
+            f"{streamed.headers.get('x-gomodel-target')} streamed, {stylesheets} admin stylesheets served"
         )
+
+    def _check_stylesheets(self, port: int) -> int:
+        """Fetch every stylesheet the admin's login page links; how many there are."""
+        login = httpx2.get(f"http://127.0.0.1:{port}/admin/login/", timeout=30)
+        if login.status_code != 200:
+            raise CommandError(f"the admin login page failed with {login.status_code}")
+        links = re.findall(r'<link rel="stylesheet" href="([^"]+)"', login.text)
+        if not links:
+            raise CommandError("the admin login page links no stylesheet")
+        for link in links:
+            sheet = httpx2.get(f"http://127.0.0.1:{port}{link}", timeout=30)
+            if sheet.status_code != 200 or not sheet.headers.get("content-type", "").startswith("text/css"):
+                raise CommandError(f"the stylesheet {link} answered {sheet.status_code}")
+        return len(links)
 
     def _print_instructions(self, port: int, password: str) -> None:
         base = f"http://127.0.0.1:{port}"
