@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,7 +53,7 @@ class LiveStream:
     """A stream that produced its first client frames; the rest is read while the client is served."""
 
     response: UpstreamResponse
-    chunks: Any  # the upstream byte iterator, already started
+    chunks: AsyncIterator[bytes]  # the upstream body, already started
     translator: StreamTranslator
     first_frames: list[bytes]
     ttfb_s: float

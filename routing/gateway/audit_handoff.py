@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from django.apps import apps
@@ -13,10 +14,9 @@ log = logging.getLogger("gomodel.audit")
 
 # Asked of Django's app registry, not inferred from an ImportError: a broken import inside the audit app must
 # stop the gateway at start-up, never silently switch the audit trail off.
+publish: Callable[[dict[str, Any]], None] | None = None
 if apps.is_installed("audit"):
     from audit.publisher import publish
-else:
-    publish = None
 
 
 def build_event(call: Call, journey: Journey, elapsed_s: float) -> dict[str, Any]:

@@ -24,12 +24,14 @@ def target_rows(source: str) -> list[dict[str, object]]:
     if virtual is None:
         return []
     now = time.monotonic()
-    candidates = [Candidate(name=t.name, health=state.health.get(t.name), weight=t.weight) for t in virtual.targets]
+    healths = [state.health.get(t.name) for t in virtual.targets]
+    candidates = [
+        Candidate(name=t.name, health=h, weight=t.weight) for t, h in zip(virtual.targets, healths, strict=True)
+    ]
     live = adaptive_weights(candidates, now, state.selector_config, None) if candidates else []
     heaviest = max(live, default=0.0) or 1.0
     rows = []
-    for target, candidate, weight in zip(virtual.targets, candidates, live, strict=True):
-        health = candidate.health
+    for target, health, weight in zip(virtual.targets, healths, live, strict=True):
         until = health.cooldown_until
         rows.append({
             "target": target.name,

@@ -13,7 +13,7 @@ from typing import Any
 
 from routing.core.contracts import EffectiveContract, filter_candidates
 from routing.core.selector import Candidate, select
-from routing.core.table import RoutingTable
+from routing.core.table import ModelSpec, RoutingTable
 from routing.gateway.records import Plan, SelectionRecord
 from routing.gateway.state import GatewayState
 
@@ -33,8 +33,10 @@ def plan_targets(name: str, inputs: PlanInputs, state: GatewayState) -> Plan:
     plan = Plan()
     _plan_into(name, inputs, state, plan, depth=0)
     # Each concrete model once, in the order first reached.
-    seen: set[str] = set()
-    plan.models = [m for m in plan.models if not (m.name in seen or seen.add(m.name))]  # type: ignore[func-returns-value]
+    first_reached: dict[str, ModelSpec] = {}
+    for model in plan.models:
+        first_reached.setdefault(model.name, model)
+    plan.models = list(first_reached.values())
     return plan
 
 
@@ -107,8 +109,8 @@ def _plan_into(name: str, inputs: PlanInputs, state: GatewayState, plan: Plan, d
         if retry_after is not None:
             plan.retry_after_s = retry_after if plan.retry_after_s is None else min(plan.retry_after_s, retry_after)
         return
-    for target in selection.order:
-        _plan_into(target, inputs, state, plan, depth + 1)
+    for target_name in selection.order:
+        _plan_into(target_name, inputs, state, plan, depth + 1)
 
 
 def _price(name: str, table: RoutingTable) -> float | None:

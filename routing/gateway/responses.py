@@ -17,6 +17,7 @@ from django.http import HttpResponse, StreamingHttpResponse
 
 from routing.clients import idempotency_store, upstream
 from routing.core.answer import Answer
+from routing.core.health import TargetHealth
 from routing.core.ledger import execution_key
 from routing.core.outcome import AttemptOutcome, ErrorClass
 from routing.core.table import ModelSpec
@@ -49,7 +50,7 @@ def stored_answer(body: bytes, content_type: str, headers: Mapping[str, str]) ->
                        "headers": {k: v for k, v in headers.items() if k != "X-Request-Id"}}).encode()
 
 
-def health_view(health: Any, now: float) -> dict[str, Any]:
+def health_view(health: TargetHealth, now: float) -> dict[str, Any]:
     """The target's health after an attempt, as the audit event records it (wall-clock cooldown)."""
     until = health.cooldown_until
     estimate = health.latency_estimate_s
@@ -131,7 +132,7 @@ def _after_success(call: Call, journey: Journey) -> None:
 
 def stream_response(
     call: Call, journey: Journey, record: AttemptRecord, model: ModelSpec, live: LiveStream,
-    rules: ValidationRules, health: Any, probe: bool,
+    rules: ValidationRules, health: TargetHealth, probe: bool,
 ) -> StreamingHttpResponse:
     journey.answered_by = model
     journey.ttfb_s = live.ttfb_s
