@@ -230,7 +230,7 @@ def test_nothing_is_lost_when_the_gateway_restarts(tmp_path: Path, rabbit: Rabbi
     first = Gateway(env_down, tmp_path / "gateway.log", prefix="rs1", count=1_000_000, rate=400,
                     progress=tmp_path / "progress")
     first.wait_started()
-    time.sleep(2.5)
+    wait_for(lambda: first.last_index() > 500, 30, "the gateway to be under load")
     first.signal(signal.SIGTERM)
     assert first.process.returncode == -signal.SIGTERM
     last = first.last_index()
