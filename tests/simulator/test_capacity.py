@@ -5,8 +5,6 @@ The simulator runs in its own process, as in the benchmarks, so the load client 
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from routing.simulator import start_simulator_process
@@ -23,9 +21,7 @@ def test_it_holds_a_thousand_slow_streams_at_once() -> None:
     request = request_bytes("/v1/chat/completions", openai_body(model="slow-stream", stream=True))
 
     with start_simulator_process(0, config) as sim:
-        started = time.monotonic()
         results = concurrent_exchanges("127.0.0.1", sim.port, request, STREAMS)
-        elapsed = time.monotonic() - started
         sim.wait_until_idle()
         stats = sim.stats()
 
@@ -34,7 +30,6 @@ def test_it_holds_a_thousand_slow_streams_at_once() -> None:
     complete = [r for r in results if not isinstance(r, BaseException) and r[0] == 200 and r[1].endswith(b"[DONE]\n\n")]
     assert len(complete) == STREAMS
     assert stats["max_in_flight"] >= STREAMS * 0.9  # they were held together, not one after another
-    assert elapsed < 2.9 * 4  # one stream takes 2.9 s; all of them at once must not take four times that
 
 
 def test_it_answers_instant_requests_at_hundreds_per_second_or_more() -> None:

@@ -72,12 +72,10 @@ def test_a_timeout_fault_holds_the_request_until_the_client_gives_up(sim: Simula
     sim.set_fault("m", {"kind": "timeout", "seconds": 30})
     path, headers, body = request_for("openai", "m")
 
-    started = time.monotonic()
     with httpx.Client(base_url=sim.base_url, timeout=0.3) as impatient, pytest.raises(httpx.ReadTimeout):
         impatient.post(path, json=body, headers=headers)
 
-    assert 0.3 <= time.monotonic() - started < 2.0
-    assert outcome_of(sim, "m") == "disconnected"
+    assert outcome_of(sim, "m") == "disconnected"  # the client left first, the hold did not end
 
 
 def test_a_timeout_fault_drops_the_connection_after_its_seconds(sim: SimulatorServer, client: httpx.Client) -> None:
@@ -87,8 +85,8 @@ def test_a_timeout_fault_drops_the_connection_after_its_seconds(sim: SimulatorSe
     with pytest.raises(httpx.RemoteProtocolError):
         send(client, "anthropic", "m")
 
-    assert 0.3 <= time.monotonic() - started < 2.0
-    assert outcome_of(sim, "m") == "timeout"
+    assert time.monotonic() - started >= 0.3  # a sleep never ends early
+    assert outcome_of(sim, "m") == "timeout"  # the hold ended it, not the client's 10 s timeout
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -103,7 +101,7 @@ def test_slow_first_byte_delays_the_response_then_answers(sim: SimulatorServer, 
         text = response.read().decode()
 
     assert response.status_code == 200
-    assert 0.3 <= first_byte < 2.0
+    assert first_byte >= 0.3
     assert "Simulated" in text
 
 
@@ -128,7 +126,7 @@ def test_slow_delays_a_json_answer(sim: SimulatorServer, client: httpx.Client) -
     response = send(client, "gemini", "m")
 
     assert response.status_code == 200
-    assert 0.25 <= time.monotonic() - started < 2.0
+    assert time.monotonic() - started >= 0.25
 
 
 @pytest.mark.parametrize("wire", WIRES)

@@ -39,15 +39,13 @@ def test_stopping_drops_held_requests_at_once_without_error_logs(caplog: pytest.
     while sim.stats()["in_flight"] < 2:
         time.sleep(0.01)
 
-    started = time.monotonic()
     with caplog.at_level(logging.WARNING):
         sim.stop()
-    stopped_in = time.monotonic() - started
     for caller in callers:
         caller.join(5)
 
-    assert stopped_in < 3.0  # not the 60 s hold, nor the 10 s stream
     assert len(failures) == 2 and all(isinstance(f, httpx.RemoteProtocolError) for f in failures)
+    # Ended by the stop, not by the 60 s hold or the 10 s stream running out.
     assert [r["outcome"] for r in sim.received()] == ["shutdown", "shutdown"]
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
