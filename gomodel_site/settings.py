@@ -254,6 +254,11 @@ REST_FRAMEWORK = {
 # --------------------------------------------------------------------------------------------------------
 
 GOMODEL_MASTER_KEY = env_str("GOMODEL_MASTER_KEY", "")
+# Who may call /v1. `keys` (the default): a valid gateway key on every request, also while none exists (then
+# every request is a 401 saying how to create one). `open`: a request without a valid key is served too when
+# its TCP peer is on loopback and it carries no forwarding header (the demo, local experiments); a valid key
+# still brings its model list. Only this setting decides: revoking the last key never opens the gateway.
+GOMODEL_AUTH = env_choice("GOMODEL_AUTH", "keys", ("keys", "open"))
 GOMODEL_CONFIG = env_str("GOMODEL_CONFIG", "")
 # How often each worker process checks whether the routing configuration changed (hot reload).
 GOMODEL_CONFIG_POLL_SECONDS = env_float("GOMODEL_CONFIG_POLL_SECONDS", 1.0, minimum=0.05, maximum=60)

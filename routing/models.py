@@ -390,10 +390,15 @@ class ToolExecution(models.Model):
     """One side effect of a tool call, by execution key: the ledger tool executors claim before acting.
 
     Stored in the database (not in a worker's memory) so that every worker and every executor sees the
-    same claim: a side effect is run at most once however many processes ask.
+    same claim: a side effect is run at most once however many processes ask. An entry belongs to the
+    caller that created it (``key_scope``): an execution key names one entry per gateway key.
     """
 
-    execution_key = models.CharField(max_length=300, unique=True)
+    key_scope = models.CharField(
+        max_length=40, default="open",
+        help_text="The id of the gateway key that created the entry, or `open` for requests served without a key.",
+    )
+    execution_key = models.CharField(max_length=300)
     state = models.CharField(max_length=12)
     owner = models.CharField(max_length=200)
     lease_until = models.FloatField(help_text="Unix time the current claim lapses.")
@@ -405,6 +410,9 @@ class ToolExecution(models.Model):
 
     class Meta:
         verbose_name = "tool execution"
+        constraints = [
+            models.UniqueConstraint(fields=["key_scope", "execution_key"], name="tool_execution_key_per_scope"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.execution_key} ({self.state})"

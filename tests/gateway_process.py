@@ -51,9 +51,13 @@ def run_gateway(
     tmp_path: Path, env: Mapping[str, str] | None = None, *, port: int | None = None, server: str = "uvicorn",
     ready_timeout: float = 30.0, ready_path: str = "/health/ready",
 ) -> Iterator[Gateway]:
-    """A gateway process on a free port; waits for /health and stops it afterwards."""
+    """A gateway process on a free port; waits for /health and stops it afterwards.
+
+    Access is the production default (``GOMODEL_AUTH=keys``) unless ``env`` says ``GOMODEL_AUTH=open``.
+    """
     port = port or free_port()
     full_env = dict(os.environ)
+    full_env.pop("GOMODEL_AUTH", None)
     full_env.update({
         "DATABASE_URL": test_database_url(),
         "DJANGO_SETTINGS_MODULE": "gomodel_site.settings",

@@ -133,6 +133,7 @@ def gateway_environment(*, database_url: str, work_dir: Path, broker_url: str | 
         "GOMODEL_LOG_LEVEL": "warning",
         "DJANGO_SECRET_KEY": "bench-only-secret-key-not-for-production-0123456789",
         "BENCH_SIM_KEY": "sk-bench-simulator",
+        "GOMODEL_AUTH": "open",  # the load generators call from loopback without a key
     })
     if broker_url:
         env["CELERY_BROKER_URL"] = broker_url

@@ -8,6 +8,11 @@
 
 The rules are ``routing.core.ledger``'s; entries live in the database so that every worker process and
 every executor agree. These endpoints are not on the proxy's request path.
+
+Each entry belongs to the caller that created it: the gateway key's id, or ``open`` for requests served
+without a key (``GOMODEL_AUTH=open``). Every read and write is filtered by the caller's scope, so another key
+can neither read, claim, complete nor fail an entry; the same execution key under another key is another
+entry, and nothing in an answer tells whether someone else uses it.
 """
 
 from __future__ import annotations
@@ -18,9 +23,9 @@ from typing import Any
 
 from django.db import DatabaseError, IntegrityError, transaction
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
-from rest_framework import exceptions as drf
 
 from routing.api import views
+from routing.api.gateway_auth import caller_of
 from routing.clients.db_thread import in_db_thread
 from routing.core.ledger import (
     ClaimDecision,
@@ -47,12 +52,12 @@ def _entry(row: ToolExecution | None) -> ExecutionEntry | None:
                           result=row.result, error=row.error)
 
 
-def _store(entry: ExecutionEntry, row: ToolExecution | None) -> None:
+def _store(entry: ExecutionEntry, row: ToolExecution | None, scope: str) -> None:
     values = {"state": str(entry.state), "owner": entry.owner, "lease_until": entry.lease_until,
               "expires_at": entry.expires_at, "attempts": entry.attempts, "result": entry.result,
               "error": entry.error}
     if row is None:
-        ToolExecution.objects.create(execution_key=entry.key, **values)
+        ToolExecution.objects.create(key_scope=scope, execution_key=entry.key, **values)
     else:
         ToolExecution.objects.filter(pk=row.pk).update(**values)
 
@@ -63,32 +68,33 @@ def _view(entry: ExecutionEntry, now: float) -> dict[str, Any]:
             "lease_until": entry.lease_until if entry.state is ExecutionState.CLAIMED else None}
 
 
-def _claim(key: str, owner: str, lease_s: float, takeover: bool) -> tuple[ClaimDecision, float]:
+def _claim(scope: str, key: str, owner: str, lease_s: float, takeover: bool) -> tuple[ClaimDecision, float]:
     for _ in range(2):  # a concurrent first claim wins the insert; the loser re-reads under the lock
         try:
             with transaction.atomic():
-                row = ToolExecution.objects.select_for_update().filter(execution_key=key).first()
+                row = ToolExecution.objects.select_for_update().filter(key_scope=scope, execution_key=key).first()
                 now = time.time()
                 decision, new = claim_execution(_entry(row), key=key, owner=owner, now=now, lease_s=lease_s,
                                                 ttl_s=LEDGER_TTL_S, takeover_unknown=takeover)
                 if new is not None:
-                    _store(new, row)
+                    _store(new, row, scope)
                 return decision, now
         except IntegrityError:
             continue
     raise GatewayError(409, "The execution key is being claimed concurrently; retry.", code="ledger_conflict")
 
 
-def _settle(key: str, owner: str, state: str, result: str | None, error: str | None) -> tuple[ExecutionEntry, float]:
+def _settle(scope: str, key: str, owner: str, state: str, result: str | None,
+            error: str | None) -> tuple[ExecutionEntry, float]:
     with transaction.atomic():
-        row = ToolExecution.objects.select_for_update().filter(execution_key=key).first()
+        row = ToolExecution.objects.select_for_update().filter(key_scope=scope, execution_key=key).first()
         now = time.time()
         try:
             entry = settle_execution(_entry(row), owner=owner, state=state, now=now,  # type: ignore[arg-type]
                                      ttl_s=LEDGER_TTL_S, result=result, error=error)
         except LedgerConflict as exc:
             raise GatewayError(409, str(exc), code="ledger_conflict") from None
-        _store(entry, row)
+        _store(entry, row, scope)
         return entry, now
 
 
@@ -121,19 +127,17 @@ def _storable(text: str, name: str) -> str:
     return text
 
 
-async def _authenticated_body(request: HttpRequest) -> dict[str, Any]:
-    try:
-        views._authentication.authenticate_with(request, views.current_table())
-    except drf.APIException as exc:
-        raise views._as_gateway_error(exc) from None
-    return views._read_json(request) if request.method == "POST" else {}
+def _caller_scope(request: HttpRequest) -> str:
+    """The scope of the caller's entries; raises the 401 of a caller without a valid key."""
+    return caller_of(request, views.current_table()).scope
 
 
 async def ledger(request: HttpRequest, action: str) -> HttpResponseBase:
     try:
         if request.method != "POST":
             raise GatewayError(405, f"Use POST for /v1/ledger/{action}.", code="method_not_allowed")
-        body = await _authenticated_body(request)
+        scope = _caller_scope(request)
+        body = views._read_json(request)
         key = _field(body, "execution_key", str)
         owner = _field(body, "owner", str)
         if action == "claim":
@@ -142,20 +146,21 @@ async def ledger(request: HttpRequest, action: str) -> HttpResponseBase:
                 raise GatewayError(400, "lease_seconds: expected a number of seconds up to 86400",
                                    param="lease_seconds", code="invalid_request")
             takeover = bool(body.get("takeover_unknown", False))
-            decision, now = await in_db_thread(_claim)(key, owner, float(lease), takeover)
+            decision, now = await in_db_thread(_claim)(scope, key, owner, float(lease), takeover)
             status = 200 if decision.kind == "claimed" else 409
             return _json({"decision": decision.kind, **_view(decision.entry, now)}, status)
         if action == "complete":
             result = body.get("result")
             text = _storable(result, "result") if isinstance(result, str) else json.dumps(result)
-            entry, now = await in_db_thread(_settle)(key, owner, "completed", text, None)
+            entry, now = await in_db_thread(_settle)(scope, key, owner, "completed", text, None)
         elif action == "fail":
             retryable = bool(body.get("retryable", False))
             error = _field(body, "error", str)
-            entry, now = await in_db_thread(_settle)(key, owner, "pending" if retryable else "failed", None, error)
+            entry, now = await in_db_thread(_settle)(scope, key, owner, "pending" if retryable else "failed", None,
+                                                     error)
         elif action == "unknown":
             detail = _field(body, "detail", str)
-            entry, now = await in_db_thread(_settle)(key, owner, "unknown", None, detail)
+            entry, now = await in_db_thread(_settle)(scope, key, owner, "unknown", None, detail)
         else:
             raise GatewayError(404, f"Unknown ledger action `{action}`.", code="unknown_endpoint")
         return _json(_view(entry, now))
@@ -167,9 +172,9 @@ async def ledger(request: HttpRequest, action: str) -> HttpResponseBase:
 
 async def ledger_get(request: HttpRequest, key: str) -> HttpResponseBase:
     try:
-        await _authenticated_body(request)
+        scope = _caller_scope(request)
         _storable(key, "execution_key")
-        row = await in_db_thread(lambda: ToolExecution.objects.filter(execution_key=key).first())()
+        row = await in_db_thread(lambda: ToolExecution.objects.filter(key_scope=scope, execution_key=key).first())()
         entry = _entry(row)
         now = time.time()
         if entry is None or now >= entry.expires_at:

@@ -1,8 +1,9 @@
-"""The client API: async Django views built from DRF's parser, authentication, exceptions and renderer.
+"""The client API: async Django views built from DRF's parser, exceptions and renderer.
 
 DRF 3.18 has no async views, and a sync view under ASGI would buffer whole streams, so each endpoint is an
 ``async def`` that uses DRF's pieces directly. No database query, sync middleware or blocking call runs
-here: keys and routes come from the in-memory RoutingTable.
+here: keys and routes come from the in-memory RoutingTable. Who the caller is was decided before the body was
+read (routing/api/gateway_auth.py); every view but ``openapi`` refuses a caller without a valid key.
 """
 
 from __future__ import annotations
@@ -16,64 +17,22 @@ from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from rest_framework import exceptions as drf
-from rest_framework.authentication import BaseAuthentication, get_authorization_header
 from rest_framework.parsers import JSONParser
 from rest_framework.renderers import JSONRenderer
 
 from routing.api.body_check import check_body
+from routing.api.gateway_auth import caller_of
 from routing.config.runtime import current_table
 from routing.core.features import extract_features
-from routing.core.table import KeySpec, RoutingTable
+from routing.core.table import RoutingTable
 from routing.gateway import engine
 from routing.gateway.explain import explain_call
 from routing.gateway.gateway_error import GatewayError
 from routing.gateway.records import Call
-from routing.models import hash_secret
-from routing.ops.startup import is_loopback
 from routing.providers.errors import Inbound, client_error_body
 
 _parser = JSONParser()
 _renderer = JSONRenderer()
-
-
-class GatewayKeyAuthentication(BaseAuthentication):
-    """``Authorization: Bearer <key>`` or ``x-api-key: <key>`` against the table's hashed keys."""
-
-    def authenticate(self, request: HttpRequest) -> tuple[KeySpec, str] | None:  # type: ignore[override]
-        return self.authenticate_with(request, current_table())
-
-    def authenticate_with(self, request: HttpRequest, table: RoutingTable) -> tuple[KeySpec, str] | None:
-        token = _presented_key(request)
-        if not table.keys_by_hash:
-            if is_loopback(request.META.get("REMOTE_ADDR")):
-                return None  # open mode: no key configured, loopback clients only
-            raise drf.AuthenticationFailed(
-                "No gateway key is configured, so this gateway only answers clients on its own machine. "
-                "Set GOMODEL_MASTER_KEY or create a key in the admin."
-            )
-        if not token:
-            raise drf.NotAuthenticated(
-                "Missing gateway key: send it as `Authorization: Bearer <key>` or `x-api-key: <key>`."
-            )
-        key = table.keys_by_hash.get(hash_secret(token))
-        if key is None or key.revoked:
-            raise drf.AuthenticationFailed("Invalid gateway key.")
-        if key.expires_at is not None and key.expires_at <= time.time():
-            raise drf.AuthenticationFailed("This gateway key has expired.")
-        return key, token
-
-    def authenticate_header(self, request: HttpRequest) -> str:
-        return 'Bearer realm="gomodel"'
-
-
-_authentication = GatewayKeyAuthentication()
-
-
-def _presented_key(request: HttpRequest) -> str:
-    header = get_authorization_header(request).decode("latin-1").strip()
-    if header[:7].lower() == "bearer ":
-        return header[7:].strip()
-    return request.headers.get("x-api-key", "").strip()
 
 
 def error_response(inbound: Inbound, exc: GatewayError, request_id: str | None = None) -> HttpResponse:
@@ -85,18 +44,6 @@ def error_response(inbound: Inbound, exc: GatewayError, request_id: str | None =
     if request_id and "X-Request-Id" not in exc.headers:
         response["X-Request-Id"] = request_id
     return response
-
-
-def _as_gateway_error(exc: drf.APIException) -> GatewayError:
-    """DRF's exception classes carry the status; the message becomes the client's error message."""
-    detail = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
-    codes = {401: "invalid_api_key", 403: "permission_denied", 415: "unsupported_media_type"}
-    headers = {}
-    if isinstance(exc, drf.NotAuthenticated | drf.AuthenticationFailed):
-        headers["WWW-Authenticate"] = _authentication.authenticate_header(None)  # type: ignore[arg-type]
-        exc.status_code = 401
-    return GatewayError(exc.status_code, str(detail), code=codes.get(exc.status_code, "invalid_request"),
-                        headers=headers, error_class="permanent")
 
 
 def _read_json(request: HttpRequest) -> dict[str, Any]:
@@ -129,17 +76,14 @@ def _read_json(request: HttpRequest) -> dict[str, Any]:
 
 def _prepare(request: HttpRequest, inbound: Inbound, request_id: str) -> Call:
     table = current_table()
-    try:
-        auth = _authentication.authenticate_with(request, table)
-    except drf.APIException as exc:
-        raise _as_gateway_error(exc) from None
+    caller = caller_of(request, table)
     body = _read_json(request)
     check_body(body, inbound)
     headers = {name.lower(): value for name, value in request.headers.items()}
     return Call(
         request_id=request_id,
         inbound=inbound,
-        key=auth[0] if auth else None,
+        key=caller.key,
         body=body,
         features=extract_features(body, inbound),
         headers=headers,
@@ -171,15 +115,27 @@ def _inbound_of(request: HttpRequest) -> Inbound:
     return "anthropic" if "anthropic-version" in request.headers else "openai"
 
 
+def inbound_of_scope(scope: dict[str, Any]) -> Inbound:
+    """The envelope a request's errors use, from its ASGI scope alone (before Django builds a request).
+
+    The same answer ``not_found``, ``models`` and ``explain`` give: Anthropic's for ``/v1/messages...``, for a
+    request carrying ``anthropic-version`` and for ``?shape=anthropic``; OpenAI's otherwise.
+    """
+    if scope.get("path", "").startswith("/v1/messages") or b"shape=anthropic" in scope.get("query_string", b""):
+        return "anthropic"
+    if any(name.lower() == b"anthropic-version" for name, _ in scope.get("headers", ())):
+        return "anthropic"
+    return "openai"
+
+
 async def models(request: HttpRequest) -> HttpResponseBase:
     """GET /v1/models: the tier aliases, virtual models and models this key may use."""
     inbound = _inbound_of(request)
     table = current_table()
     try:
-        auth = _authentication.authenticate_with(request, table)
-    except drf.APIException as exc:
-        return error_response(inbound, _as_gateway_error(exc))
-    key = auth[0] if auth else None
+        key = caller_of(request, table).key
+    except GatewayError as exc:
+        return error_response(inbound, exc)
     names = [n for n in table.public_names() if key is None or not key.allowed_models or n in key.allowed_models]
     created = int(time.time())
     if inbound == "anthropic":
@@ -217,6 +173,10 @@ async def explain(request: HttpRequest) -> HttpResponseBase:
 
 async def not_found(request: HttpRequest, path: str = "") -> HttpResponseBase:
     inbound = "anthropic" if request.path.startswith("/v1/messages") else _inbound_of(request)
+    try:
+        caller_of(request, current_table())  # which endpoints exist is no business of an unknown caller
+    except GatewayError as exc:
+        return error_response(inbound, exc)
     return error_response(inbound, GatewayError(404, f"Unknown endpoint {request.method} {request.path}.",
                                                 code="unknown_endpoint"))
 

@@ -1,4 +1,4 @@
-"""Start-up and shutdown of a gateway worker process.
+"""Start-up of a gateway worker process (its shutdown is in ``routing.ops.shutdown``).
 
 Start-up runs at import of the ASGI module, which some servers do inside their event loop; the database work
 therefore runs in a helper thread that start-up waits for.
@@ -6,12 +6,9 @@ therefore runs in a helper thread that start-up waits for.
 
 from __future__ import annotations
 
-import functools
-import ipaddress
 import logging
 import threading
 
-from django.apps import apps
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import IntegrityError, close_old_connections
@@ -52,10 +49,21 @@ def _start() -> None:
         log.info("smart tier routing is idle: no tier routes are configured")
     elif not table.settings.smart_routing_enabled:
         log.info("smart tier routing is off (PRO_SMART_ROUTING_ENABLED=false)")
-    if not table.keys_by_hash:
+    warn_about_access(has_keys=bool(table.keys_by_hash) or not runtime.loaded)  # unknown until loaded
+
+
+def warn_about_access(*, has_keys: bool) -> None:
+    """Say loudly at start-up when /v1 serves requests without a key, or when it refuses every request."""
+    if settings.GOMODEL_AUTH == "open":
         log.warning(
-            "NO GATEWAY KEY IS CONFIGURED: the API is open to anyone who can reach it and answers loopback "
-            "clients only. Set GOMODEL_MASTER_KEY or create a key in the admin before exposing it."
+            "GOMODEL_AUTH=open: /v1 SERVES REQUESTS WITHOUT A GATEWAY KEY from this machine (loopback peers "
+            "without a forwarding header). Meant for the demo and local use: set GOMODEL_AUTH=keys (the "
+            "default) before anyone else can reach this gateway, even through a proxy."
+        )
+    elif not has_keys:
+        log.warning(
+            "NO GATEWAY KEY IS CONFIGURED: /v1 answers 401 to every request until one exists. Set "
+            "GOMODEL_MASTER_KEY, run `manage.py createkey NAME`, or create a key in the admin."
         )
 
 
@@ -78,29 +86,3 @@ def start_gateway() -> None:
     thread.join()
     if errors:
         raise errors[0]
-
-
-async def stop_gateway() -> None:
-    """Flush what must not be lost (audit) and close upstream connections."""
-    runtime.stop()
-    if not apps.is_installed("audit"):
-        return
-    from audit import publisher
-
-    await _in_thread(publisher.shutdown)
-
-
-async def _in_thread(func) -> None:  # type: ignore[no-untyped-def]
-    from asgiref.sync import sync_to_async
-
-    await sync_to_async(func, thread_sensitive=False)()
-
-
-@functools.lru_cache(maxsize=1024)  # asked on every request in open mode; parsing an address is not free
-def is_loopback(host: str | None) -> bool:
-    if not host:
-        return False
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return host == "localhost"

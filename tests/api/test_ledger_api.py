@@ -28,14 +28,18 @@ database_unreachable = unreachable_database.database_unreachable
 
 SECRET = "gm-ledger-api-test-key-0123456789abcdef"
 AUTH = {"HTTP_AUTHORIZATION": f"Bearer {SECRET}"}
+OTHER_SECRET = "gm-ledger-api-other-key-0123456789abcdef"
+OTHER = {"HTTP_AUTHORIZATION": f"Bearer {OTHER_SECRET}"}
+NO_KEY: dict[str, str] = {}
 
 
 @pytest.fixture(autouse=True)
 def keyed_table() -> Iterator[None]:
-    """The gateway's key snapshot holds one key; the previous table comes back afterwards."""
+    """The gateway's key snapshot holds two keys; the previous table comes back afterwards."""
     previous = runtime.table()
-    key = KeySpec(id=41, name="executor", secret_hash=hash_secret(SECRET))
-    runtime.swap(RoutingTable.build(version=previous.version + 1, keys=[key]))
+    keys = [KeySpec(id=41, name="executor", secret_hash=hash_secret(SECRET)),
+            KeySpec(id=42, name="another-team", secret_hash=hash_secret(OTHER_SECRET))]
+    runtime.swap(RoutingTable.build(version=previous.version + 1, keys=keys))
     yield
     runtime.swap(previous)
 
@@ -45,12 +49,12 @@ def key() -> str:
     return f"op_{uuid.uuid4().hex}:send_email:{uuid.uuid4().hex[:12]}"
 
 
-def post(client: Client, action: str, **body: Any) -> HttpResponse:
-    return client.post(f"/v1/ledger/{action}", json.dumps(body), content_type="application/json", **AUTH)
+def post(client: Client, action: str, *, auth: dict[str, str] = AUTH, **body: Any) -> HttpResponse:
+    return client.post(f"/v1/ledger/{action}", json.dumps(body), content_type="application/json", **auth)
 
 
-def read(client: Client, key: str) -> HttpResponse:
-    return client.get(f"/v1/ledger/entry/{key}", **AUTH)
+def read(client: Client, key: str, *, auth: dict[str, str] = AUTH) -> HttpResponse:
+    return client.get(f"/v1/ledger/entry/{key}", **auth)
 
 
 def test_a_claim_is_granted_once_and_a_completion_is_handed_to_later_claimants(client: Client, key: str) -> None:
@@ -201,3 +205,49 @@ def test_without_its_database_the_ledger_is_503_and_says_nothing_was_recorded(
     assert (response.status_code, response.json()["error"]["code"]) == (503, "ledger_unavailable")
     assert response["Retry-After"] == "5"
     assert read(client, key).status_code == 503
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Scopes: an entry belongs to the key that created it; requests served without a key have their own scope.
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_it_hides_an_entry_from_another_key(client: Client, key: str) -> None:
+    assert post(client, "claim", execution_key=key, owner="worker").status_code == 200
+    hidden = read(client, key, auth=OTHER)
+    assert (hidden.status_code, hidden.json()["error"]["code"]) == (404, "not_found")
+    assert read(client, key).json()["state"] == "claimed"
+
+
+@pytest.mark.parametrize(("action", "extra"), [("complete", {"result": "sent"}), ("fail", {"error": "smtp down"}),
+                                               ("unknown", {"detail": "timed out"})])
+def test_it_refuses_another_key_settling_an_entry_even_under_the_same_owner_name(
+        client: Client, key: str, action: str, extra: dict[str, Any]) -> None:
+    post(client, "claim", execution_key=key, owner="worker")
+    intruder = post(client, action, auth=OTHER, execution_key=key, owner="worker", **extra)
+    assert (intruder.status_code, intruder.json()["error"]["code"]) == (409, "ledger_conflict")
+    entry = read(client, key).json()
+    assert (entry["state"], entry["result"], entry["error"]) == ("claimed", None, None)
+
+
+def test_it_gives_another_key_its_own_entry_for_the_same_execution_key(client: Client, key: str) -> None:
+    post(client, "claim", execution_key=key, owner="mine")
+    post(client, "complete", execution_key=key, owner="mine", result="my result")
+    # The other key's claim neither sees the completed entry nor changes it.
+    theirs = post(client, "claim", auth=OTHER, execution_key=key, owner="theirs")
+    assert (theirs.status_code, theirs.json()["decision"], theirs.json()["attempts"]) == (200, "claimed", 1)
+    post(client, "complete", auth=OTHER, execution_key=key, owner="theirs", result="their result")
+    assert read(client, key).json()["result"] == "my result"
+    assert read(client, key, auth=OTHER).json()["result"] == "their result"
+    scopes = ToolExecution.objects.filter(execution_key=key).values_list("key_scope", flat=True)
+    assert sorted(scopes) == ["41", "42"]
+
+
+def test_it_keeps_entries_made_without_a_key_apart_from_every_key(client: Client, key: str, settings: Any) -> None:
+    settings.GOMODEL_AUTH = "open"  # a loopback caller without a key is served
+    assert post(client, "claim", auth=NO_KEY, execution_key=key, owner="local").status_code == 200
+    assert read(client, key).status_code == 404
+    assert post(client, "complete", execution_key=key, owner="local", result="x").status_code == 409
+    assert post(client, "claim", execution_key=key, owner="keyed").json()["decision"] == "claimed"
+    assert read(client, key, auth=NO_KEY).json()["owner"] == "local"
+    assert ToolExecution.objects.get(execution_key=key, key_scope="open").owner == "local"

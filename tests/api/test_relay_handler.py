@@ -18,6 +18,12 @@ from routing.api import relay_handler
 from routing.api.relay_handler import RelayHandler
 
 
+@pytest.fixture(autouse=True)
+def open_to_loopback(settings: Any) -> None:
+    """These tests are about the body and the view; who may call is tests/api/test_access.py's subject."""
+    settings.GOMODEL_AUTH = "open"
+
+
 def scope(path: str = "/v1/chat/completions", method: str = "POST") -> dict[str, Any]:
     return {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method, "scheme": "http",
             "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",

@@ -109,7 +109,7 @@ def open_gateway(tmp: Path, simulator: SimulatorServer, database_url: str, *, se
     config = tmp / "config.yaml"
     config.write_text(yaml.safe_dump(gateway_config(simulator.base_url)))
     full_env = {"DATABASE_URL": database_url, "GOMODEL_CONFIG": str(config), "E2E_SIM_KEY": SIM_KEY,
-                "GOMODEL_MASTER_KEY": "", "CELERY_BROKER_URL": "", **(env or {})}
+                "GOMODEL_MASTER_KEY": "", "GOMODEL_AUTH": "open", "CELERY_BROKER_URL": "", **(env or {})}
     with run_gateway(tmp, full_env, server=server) as running:
         yield running
 

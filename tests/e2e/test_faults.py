@@ -81,7 +81,8 @@ def _gateway(tmp_path_factory: pytest.TempPathFactory, sim: SimulatorServer, tag
     path.write_text(yaml.safe_dump(config(sim.base_url)))
     with fresh_database(tag) as url:
         env = {"DATABASE_URL": url, "GOMODEL_CONFIG": str(path), "E2E_SIM_KEY": SIM_KEY,
-               "PRO_ROUTING_COOLDOWN_BASE": "1s", "PRO_ROUTING_COOLDOWN_MAX": "4s", "CELERY_BROKER_URL": "", **env}
+               "PRO_ROUTING_COOLDOWN_BASE": "1s", "PRO_ROUTING_COOLDOWN_MAX": "4s", "CELERY_BROKER_URL": "",
+               "GOMODEL_AUTH": "open", **env}
         with run_gateway(Path(tmp), env) as gateway:
             gateway.database_url = url  # type: ignore[attr-defined]
             yield gateway

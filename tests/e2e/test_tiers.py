@@ -120,7 +120,7 @@ def redis_db() -> Iterator[str]:
 
 def test_two_workers_share_the_pin_through_redis(tmp_path: Path, simulator: SimulatorServer,
                                                  e2e_database_url: str, gateway: Gateway, redis_db: str) -> None:
-    env = {"DATABASE_URL": e2e_database_url, "E2E_SIM_KEY": SIM_KEY, "REDIS_URL": redis_db}
+    env = {"DATABASE_URL": e2e_database_url, "E2E_SIM_KEY": SIM_KEY, "REDIS_URL": redis_db, "GOMODEL_AUTH": "open"}
     with run_gateway(tmp_path, env) as one, run_gateway(tmp_path, env) as two:
         session = uuid.uuid4().hex
         assert tier(ask(one, "think step by step", session=session))[0] == "hard"

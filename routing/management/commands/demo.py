@@ -55,7 +55,8 @@ class Command(BaseCommand):
         user.save()
 
         root = Path(settings.BASE_DIR)
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        # No key needed: the gateway serves clients on this machine without one (and says so in its log).
+        env = dict(os.environ, PYTHONUNBUFFERED="1", GOMODEL_AUTH="open")
         simulator = subprocess.Popen(
             [sys.executable, "-m", "routing.simulator", "--host", "127.0.0.1", "--port", str(SIMULATOR_PORT)],
             cwd=root, env=env,
@@ -138,7 +139,8 @@ class Command(BaseCommand):
     def _print_instructions(self, port: int, password: str) -> None:
         base = f"http://127.0.0.1:{port}"
         self.stdout.write(f"""
-The gateway is running at {base} with simulated providers (no API key needed).
+The gateway is running at {base} with simulated providers. No API key is needed from this machine
+(GOMODEL_AUTH=open); anywhere else, run it with a key (GOMODEL_MASTER_KEY or `manage.py createkey NAME`).
 
   curl {base}/v1/chat/completions -H 'content-type: application/json' \\
     -d '{{"model": "normal", "messages": [{{"role": "user", "content": "Hello!"}}]}}' -i
