@@ -11,13 +11,11 @@ importantly, cancelling the view when the client disconnects (which cancels the 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from typing import Any
 
 from django.core.exceptions import RequestAborted
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix
 from django.core.handlers.exception import convert_exception_to_response
-from django.http import HttpResponseBase
 from django.urls import set_script_prefix
 
 from routing.api import views
@@ -31,11 +29,10 @@ PUBLIC_PATHS = frozenset({"/v1/openapi.json"})
 
 class ProxyASGIHandler(ASGIHandler):
     def load_middleware(self, is_async: bool = False) -> None:
-        self._view_middleware: list[Callable[..., HttpResponseBase | None]] = []
-        self._template_response_middleware: list[Callable[..., HttpResponseBase]] = []
-        self._exception_middleware: list[Callable[..., HttpResponseBase | None]] = []
-        # django-stubs leaves out BaseHandler's private _get_response_async, which this handler chains to directly.
-        self._middleware_chain = convert_exception_to_response(self._get_response_async)  # type: ignore[attr-defined]
+        self._view_middleware = []
+        self._template_response_middleware = []
+        self._exception_middleware = []
+        self._middleware_chain = convert_exception_to_response(self._get_response_async)
 
     async def handle(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         caller = None
@@ -52,18 +49,16 @@ class ProxyASGIHandler(ASGIHandler):
         except RequestAborted:
             return
         set_script_prefix(get_script_prefix(scope))
-        created = self.create_request(scope, body_file)  # (the request, None) or (None, the error response)
-        if created[0] is None:
-            error_response = created[1]
+        request, error_response = self.create_request(scope, body_file)
+        if request is None:
             body_file.close()
             await self.send_response(error_response, send)
             error_response.close()
             return
-        request = created[0]
         if caller is not None:
             setattr(request, CALLER_ATTRIBUTE, caller)
 
-        async def process_request() -> HttpResponseBase:
+        async def process_request() -> Any:
             response = await self.run_get_response(request)
             try:
                 await self.send_response(response, send)
@@ -71,9 +66,10 @@ class ProxyASGIHandler(ASGIHandler):
                 pass  # the client went away while the response was being sent
             return response
 
-        listening = asyncio.create_task(self.listen_for_disconnect(receive))
-        processing = asyncio.create_task(process_request())
-        tasks = [listening, processing]
+        tasks = [
+            asyncio.create_task(self.listen_for_disconnect(receive)),
+            asyncio.create_task(process_request()),
+        ]
         await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         for task in tasks:
             if task.done():
@@ -88,7 +84,7 @@ class ProxyASGIHandler(ASGIHandler):
                 except asyncio.CancelledError:
                     pass
         try:
-            response = processing.result()
+            response = tasks[1].result()
         except asyncio.CancelledError:
             pass
         else:
