@@ -135,21 +135,30 @@ def test_it_slides_the_ttl_on_every_read(namespace: str, client: redis.Redis) ->
         store = RedisPinStore(REDIS_URL)
         seen: list[Any] = []
         try:
-            await store.put(namespace, "s", "hard", 1.0)
-            await asyncio.sleep(0.6)
+            await store.put(namespace, "s", "hard", 60.0)
+            client.pexpire(key, 300)  # as if the pin had gone unread for all but 0.3 s of its TTL
             seen.append(await store.get(namespace, "s"))
             seen.append(client.pttl(key))
-            await asyncio.sleep(0.6)  # 1.2 s after the write: alive only because the read restarted the TTL
-            seen.append(await store.get(namespace, "s"))
-            await asyncio.sleep(1.3)  # a full TTL without reads
+            client.pexpire(key, 1)  # as if a full TTL had passed without reads
+            seen.append(await until_gone(client, key))
             seen.append(await store.get(namespace, "s"))
         finally:
             await store.aclose()
         return seen
 
-    first, pttl, second, expired = asyncio.run(scenario())
-    assert first == "hard" and second == "hard" and expired is None
-    assert 850 <= pttl <= 1000  # restarted to the stored 1,000 ms, minus the time the check took
+    read, pttl, gone, expired = asyncio.run(scenario())
+    assert read == "hard" and gone and expired is None
+    assert pttl > 59_000  # the read restarted the TTL to the stored 60 s
+
+
+async def until_gone(client: redis.Redis, key: str, timeout: float = 5.0) -> bool:
+    """Poll until Redis itself has expired ``key``; False if it is still there after ``timeout`` seconds."""
+    give_up = time.monotonic() + timeout
+    while client.exists(key):
+        if time.monotonic() > give_up:
+            return False
+        await asyncio.sleep(0.005)
+    return True
 
 
 def test_it_stores_pins_under_the_gomodel_prefix_with_their_ttl(namespace: str, client: redis.Redis) -> None:
@@ -282,20 +291,35 @@ def test_it_does_not_wait_on_a_down_redis_during_the_retry_delay() -> None:
     store = RedisPinStore(f"redis://127.0.0.1:{silent.getsockname()[1]}", clock=clock, socket_timeout=0.2,
                           retry_after_s=5)
 
-    async def scenario() -> float:
+    async def scenario() -> tuple[int, list[str | None], int]:
         try:
             await store.get("ns", "k")  # pays the timeout once (plus one retry)
-            started = time.monotonic()
-            for _ in range(20):
-                await store.escalate("ns", "k", "hard", 60)
-            return time.monotonic() - started
+            tried = accept_waiting(silent)
+            answers = [await store.escalate("ns", "k", "hard", 60) for _ in range(20)]
+            return tried, answers, accept_waiting(silent)
         finally:
             await store.aclose()
 
     try:
-        assert asyncio.run(scenario()) < 0.1
+        tried, answers, tried_since = asyncio.run(scenario())
     finally:
         silent.close()
+    assert tried >= 1 and store.redis_available is False
+    assert tried_since == 0  # inside the retry delay nothing went to Redis: no wait on its timeout
+    assert answers == [None] + ["hard"] * 19  # served by the in-process fallback
+
+
+def accept_waiting(listener: socket.socket) -> int:
+    """Accept (and close) every connection waiting on ``listener``; how many there were."""
+    listener.setblocking(False)
+    count = 0
+    while True:
+        try:
+            connection, _ = listener.accept()
+        except BlockingIOError:
+            return count
+        connection.close()
+        count += 1
 
 
 def test_it_uses_redis_again_once_it_answers(tmp_path: Path, pin_log: Records) -> None:
