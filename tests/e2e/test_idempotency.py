@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 
 import httpx2
@@ -43,12 +44,15 @@ def test_the_same_key_for_another_request_is_422(gateway: Gateway) -> None:
 def test_a_repeat_while_the_first_runs_is_409(gateway: Gateway, sim) -> None:  # type: ignore[no-untyped-def]
     sim.set_fault("ge-model", {"kind": "slow", "ms": 1500, "times": 1})
     key = uuid.uuid4().hex
+    before = len(sim.received(model="ge-model"))
     results: list[httpx2.Response] = []
     first = threading.Thread(target=lambda: results.append(post(gateway, key)))
     first.start()
-    import time
-
-    time.sleep(0.5)
+    # Once the first request reached the provider it holds the operation: only then is the repeat sent.
+    give_up = time.monotonic() + 10
+    while len(sim.received(model="ge-model")) == before:
+        assert time.monotonic() < give_up, "the first request never reached the provider"
+        time.sleep(0.01)
     second = post(gateway, key)
     first.join()
     assert second.status_code == 409 and second.json()["error"]["code"] == "idempotency_key_in_use"
