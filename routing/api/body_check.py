@@ -6,7 +6,7 @@ adapters refuse what a particular target cannot translate. Unknown fields pass t
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeGuard
 
 from routing.gateway.gateway_error import GatewayError
 from routing.providers.errors import Inbound
@@ -21,7 +21,7 @@ def _fail(param: str, message: str) -> GatewayError:
     return GatewayError(400, f"{param}: {message}", param=param, code="invalid_request", error_class="permanent")
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

@@ -2,63 +2,48 @@
 
 Django's own ASGIHandler sends ``request_started`` through ``sync_to_async`` (its receivers are sync) and
 closes every response through ``sync_to_async`` as well: two trips to a worker thread per request, on a path
-that never touches the database from the event loop. Before it reads a ``/v1`` body it authenticates the
-caller from the headers (routing/api/gateway_auth.py), answering a 401 at once. It keeps everything else
-Django does: body spooling, request creation, URL resolution, exception-to-response conversion and,
-importantly, cancelling the view when the client disconnects (which cancels the upstream request).
+that never touches the database from the event loop. This handler keeps everything else Django does:
+body spooling, request creation, URL resolution, exception-to-response conversion and, importantly,
+cancelling the view when the client disconnects (which cancels the upstream request).
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from django.core.exceptions import RequestAborted
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix
 from django.core.handlers.exception import convert_exception_to_response
+from django.http import HttpResponseBase
 from django.urls import set_script_prefix
-
-from routing.api import views
-from routing.api.gateway_auth import CALLER_ATTRIBUTE, caller_from_scope
-from routing.config.runtime import current_table
-from routing.gateway.gateway_error import GatewayError
-
-# /v1 paths anyone may read: the API's description.
-PUBLIC_PATHS = frozenset({"/v1/openapi.json"})
 
 
 class ProxyASGIHandler(ASGIHandler):
     def load_middleware(self, is_async: bool = False) -> None:
-        self._view_middleware = []
-        self._template_response_middleware = []
-        self._exception_middleware = []
-        self._middleware_chain = convert_exception_to_response(self._get_response_async)
+        self._view_middleware: list[Callable[..., HttpResponseBase | None]] = []
+        self._template_response_middleware: list[Callable[..., HttpResponseBase]] = []
+        self._exception_middleware: list[Callable[..., HttpResponseBase | None]] = []
+        # django-stubs leaves out BaseHandler's private _get_response_async, which this handler chains to directly.
+        self._middleware_chain = convert_exception_to_response(self._get_response_async)  # type: ignore[attr-defined]
 
     async def handle(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        caller = None
-        if scope["path"].startswith("/v1/") and scope["path"] not in PUBLIC_PATHS:
-            try:  # from the headers, before the body is read: an unknown caller cannot make us wait for it
-                caller = caller_from_scope(scope, current_table())
-            except GatewayError as exc:
-                refusal = views.error_response(views.inbound_of_scope(scope), exc)
-                await self.send_response(refusal, send)
-                refusal.close()
-                return
         try:
             body_file = await self.read_body(receive)
         except RequestAborted:
             return
         set_script_prefix(get_script_prefix(scope))
-        request, error_response = self.create_request(scope, body_file)
-        if request is None:
+        created = self.create_request(scope, body_file)  # (the request, None) or (None, the error response)
+        if created[0] is None:
+            error_response = created[1]
             body_file.close()
             await self.send_response(error_response, send)
             error_response.close()
             return
-        if caller is not None:
-            setattr(request, CALLER_ATTRIBUTE, caller)
+        request = created[0]
 
-        async def process_request() -> Any:
+        async def process_request() -> HttpResponseBase:
             response = await self.run_get_response(request)
             try:
                 await self.send_response(response, send)
@@ -66,10 +51,9 @@ class ProxyASGIHandler(ASGIHandler):
                 pass  # the client went away while the response was being sent
             return response
 
-        tasks = [
-            asyncio.create_task(self.listen_for_disconnect(receive)),
-            asyncio.create_task(process_request()),
-        ]
+        listening = asyncio.create_task(self.listen_for_disconnect(receive))
+        processing = asyncio.create_task(process_request())
+        tasks = [listening, processing]
         await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         for task in tasks:
             if task.done():
@@ -84,7 +68,7 @@ class ProxyASGIHandler(ASGIHandler):
                 except asyncio.CancelledError:
                     pass
         try:
-            response = tasks[1].result()
+            response = processing.result()
         except asyncio.CancelledError:
             pass
         else:

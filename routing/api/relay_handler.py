@@ -1,8 +1,7 @@
 """The ASGI handler for the two relay endpoints, ``POST /v1/chat/completions`` and ``POST /v1/messages``.
 
 They are the gateway's hot path, so this handler does only what they need around the Django views in
-``routing/api/views.py``: authenticate the caller from the headers (routing/api/gateway_auth.py) and answer
-a 401 without reading the body, read the body into memory (refusing it past ``GOMODEL_MAX_BODY_BYTES`` while it
+``routing/api/views.py``: read the body into memory (refusing it past ``GOMODEL_MAX_BODY_BYTES`` while it
 arrives), build the Django request, call the view in the request's own task, and send the response. A
 watcher waits for the client's disconnect and cancels that task, which cancels the upstream request.
 
@@ -19,15 +18,13 @@ import asyncio
 import io
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
 from django.core.handlers.asgi import ASGIRequest
-from django.http import HttpResponseBase
+from django.http import HttpResponse, HttpResponseBase, StreamingHttpResponse
 
 from routing.api import views
-from routing.api.gateway_auth import CALLER_ATTRIBUTE, caller_from_scope
-from routing.config.runtime import current_table
 from routing.gateway.gateway_error import GatewayError
 from routing.providers.errors import Inbound
 
@@ -56,11 +53,6 @@ class RelayHandler:
             await self.fallback(scope, receive, send)
             return
         view, inbound = route
-        try:  # from the headers, before a byte of the body is read: an unknown caller cannot make us wait
-            caller = caller_from_scope(scope, current_table())
-        except GatewayError as exc:
-            await _send(views.error_response(inbound, exc), send)
-            return
         try:
             body = await _read_body(receive, settings.GOMODEL_MAX_BODY_BYTES)
         except ClientGone:
@@ -72,7 +64,6 @@ class RelayHandler:
                 error_class="permanent")), send)
             return
         request = ASGIRequest(scope, io.BytesIO(body))
-        setattr(request, CALLER_ATTRIBUTE, caller)
         task = asyncio.current_task()
         assert task is not None
         gone: list[bool] = []
@@ -125,12 +116,12 @@ async def _watch_disconnect(receive: Any, task: asyncio.Task[Any], gone: list[bo
 async def _send(response: HttpResponseBase, send: Any) -> None:
     headers = [(name.encode("latin-1"), value.encode("latin-1")) for name, value in response.items()]
     await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
-    if not response.streaming:
-        await send({"type": "http.response.body", "body": response.content})  # type: ignore[attr-defined]
+    if isinstance(response, HttpResponse):  # not streaming: the whole body is in memory
+        await send({"type": "http.response.body", "body": response.content})
         return
     source = getattr(response, "source", None)
     if source is None:  # any other streaming response: Django's own async iteration
-        frames = aiter(response)  # type: ignore[call-overload]
+        frames = aiter(cast(StreamingHttpResponse, response))  # HttpResponseBase's other kind
     else:
         frames = source  # the engine's frames are bytes already
     try:
