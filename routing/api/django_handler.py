@@ -2,9 +2,10 @@
 
 Django's own ASGIHandler sends ``request_started`` through ``sync_to_async`` (its receivers are sync) and
 closes every response through ``sync_to_async`` as well: two trips to a worker thread per request, on a path
-that never touches the database from the event loop. This handler keeps everything else Django does:
-body spooling, request creation, URL resolution, exception-to-response conversion and, importantly,
-cancelling the view when the client disconnects (which cancels the upstream request).
+that never touches the database from the event loop. Before it reads a ``/v1`` body it authenticates the
+caller from the headers (routing/api/gateway_auth.py), answering a 401 at once. It keeps everything else
+Django does: body spooling, request creation, URL resolution, exception-to-response conversion and,
+importantly, cancelling the view when the client disconnects (which cancels the upstream request).
 """
 
 from __future__ import annotations
@@ -19,6 +20,14 @@ from django.core.handlers.exception import convert_exception_to_response
 from django.http import HttpResponseBase
 from django.urls import set_script_prefix
 
+from routing.api import views
+from routing.api.gateway_auth import CALLER_ATTRIBUTE, caller_from_scope
+from routing.config.runtime import current_table
+from routing.gateway.gateway_error import GatewayError
+
+# /v1 paths anyone may read: the API's description.
+PUBLIC_PATHS = frozenset({"/v1/openapi.json"})
+
 
 class ProxyASGIHandler(ASGIHandler):
     def load_middleware(self, is_async: bool = False) -> None:
@@ -29,6 +38,15 @@ class ProxyASGIHandler(ASGIHandler):
         self._middleware_chain = convert_exception_to_response(self._get_response_async)  # type: ignore[attr-defined]
 
     async def handle(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        caller = None
+        if scope["path"].startswith("/v1/") and scope["path"] not in PUBLIC_PATHS:
+            try:  # from the headers, before the body is read: an unknown caller cannot make us wait for it
+                caller = caller_from_scope(scope, current_table())
+            except GatewayError as exc:
+                refusal = views.error_response(views.inbound_of_scope(scope), exc)
+                await self.send_response(refusal, send)
+                refusal.close()
+                return
         try:
             body_file = await self.read_body(receive)
         except RequestAborted:
@@ -42,6 +60,8 @@ class ProxyASGIHandler(ASGIHandler):
             error_response.close()
             return
         request = created[0]
+        if caller is not None:
+            setattr(request, CALLER_ATTRIBUTE, caller)
 
         async def process_request() -> HttpResponseBase:
             response = await self.run_get_response(request)

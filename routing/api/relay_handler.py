@@ -1,7 +1,8 @@
 """The ASGI handler for the two relay endpoints, ``POST /v1/chat/completions`` and ``POST /v1/messages``.
 
 They are the gateway's hot path, so this handler does only what they need around the Django views in
-``routing/api/views.py``: read the body into memory (refusing it past ``GOMODEL_MAX_BODY_BYTES`` while it
+``routing/api/views.py``: authenticate the caller from the headers (routing/api/gateway_auth.py) and answer
+a 401 without reading the body, read the body into memory (refusing it past ``GOMODEL_MAX_BODY_BYTES`` while it
 arrives), build the Django request, call the view in the request's own task, and send the response. A
 watcher waits for the client's disconnect and cancels that task, which cancels the upstream request.
 
@@ -25,6 +26,8 @@ from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpResponse, HttpResponseBase, StreamingHttpResponse
 
 from routing.api import views
+from routing.api.gateway_auth import CALLER_ATTRIBUTE, caller_from_scope
+from routing.config.runtime import current_table
 from routing.gateway.gateway_error import GatewayError
 from routing.providers.errors import Inbound
 
@@ -53,6 +56,11 @@ class RelayHandler:
             await self.fallback(scope, receive, send)
             return
         view, inbound = route
+        try:  # from the headers, before a byte of the body is read: an unknown caller cannot make us wait
+            caller = caller_from_scope(scope, current_table())
+        except GatewayError as exc:
+            await _send(views.error_response(inbound, exc), send)
+            return
         try:
             body = await _read_body(receive, settings.GOMODEL_MAX_BODY_BYTES)
         except ClientGone:
@@ -64,6 +72,7 @@ class RelayHandler:
                 error_class="permanent")), send)
             return
         request = ASGIRequest(scope, io.BytesIO(body))
+        setattr(request, CALLER_ATTRIBUTE, caller)
         task = asyncio.current_task()
         assert task is not None
         gone: list[bool] = []
