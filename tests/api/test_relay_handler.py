@@ -106,9 +106,10 @@ def test_a_client_gone_while_sending_its_body_gets_nothing_and_raises_nothing(mo
 
 
 def test_a_disconnect_while_the_view_works_cancels_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    cancelled = asyncio.Event()
+    working, cancelled = asyncio.Event(), asyncio.Event()
 
     async def slow_view(request: Any) -> HttpResponse:
+        working.set()
         try:
             await asyncio.sleep(30)
         except asyncio.CancelledError:
@@ -122,7 +123,7 @@ def test_a_disconnect_while_the_view_works_cancels_it(monkeypatch: pytest.Monkey
         gone = asyncio.Event()
         client = Client([b"{}"], gone)
         handling = asyncio.create_task(RelayHandler(fallback)(scope(), client.receive, client.send))
-        await asyncio.sleep(0.05)
+        await asyncio.wait_for(working.wait(), 2)  # the client leaves only once the view is at work
         gone.set()
         await asyncio.wait_for(handling, 2)  # ends quietly: the server is not handed a CancelledError
         assert cancelled.is_set()
