@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlparse
@@ -181,6 +182,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "django_prometheus",
+    "axes",
     "routing",
     "audit",
 ]
@@ -195,6 +197,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "axes.middleware.AxesMiddleware",  # last, as django-axes requires: turns a lockout into its page
 ]
 
 ROOT_URLCONF = "gomodel_site.urls"
@@ -219,6 +222,29 @@ TEMPLATES = [
 DATABASE_URL = env_str("DATABASE_URL", "sqlite:///var/gomodel.sqlite3")
 DATABASES = {"default": database_from_url("DATABASE_URL", DATABASE_URL)}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# Admin and auditor-page login (one login page, the admin's): django-axes counts failures per user name and
+# client address in the database, and refuses that pair for GOMODEL_ADMIN_LOCKOUT after
+# GOMODEL_ADMIN_LOGIN_FAILURES failures in a row; a successful login before the limit starts the count again.
+# Every failure is kept (AccessFailureLog, in the admin). The client address is the TCP peer: a forwarded
+# header is believed only when GOMODEL_TRUSTED_PROXIES says how many proxies in front of the gateway append to
+# X-Forwarded-For (gomodel_site/client_address.py).
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+GOMODEL_ADMIN_LOGIN_FAILURES = env_int("GOMODEL_ADMIN_LOGIN_FAILURES", 5, minimum=1, maximum=1000)
+GOMODEL_ADMIN_LOCKOUT = env_duration("GOMODEL_ADMIN_LOCKOUT", "15m", minimum=1)
+GOMODEL_TRUSTED_PROXIES = env_int("GOMODEL_TRUSTED_PROXIES", 0, minimum=0, maximum=10)
+AXES_HANDLER = "axes.handlers.database.AxesDatabaseHandler"
+AXES_FAILURE_LIMIT = GOMODEL_ADMIN_LOGIN_FAILURES
+AXES_COOLOFF_TIME = timedelta(seconds=GOMODEL_ADMIN_LOCKOUT)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_ENABLE_ACCESS_FAILURE_LOG = True
+AXES_CLIENT_IP_CALLABLE = "gomodel_site.client_address.client_address"
+AXES_LOCKOUT_CALLABLE = "gomodel_site.login_lockout.lockout_response"
+AXES_VERBOSE = False  # its start-up banner on every worker process says nothing an operator needs
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
