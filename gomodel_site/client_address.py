@@ -18,8 +18,8 @@ from django.http import HttpRequest
 
 def client_address(request: HttpRequest) -> str | None:
     """The client's address as the trusted proxies reported it, or the TCP peer."""
-    peer = request.META.get("REMOTE_ADDR") or None
-    proxies = settings.GOMODEL_TRUSTED_PROXIES
+    peer: str | None = request.META.get("REMOTE_ADDR") or None
+    proxies: int = settings.GOMODEL_TRUSTED_PROXIES
     if proxies == 0:
         return peer
     forwarded = [part.strip() for part in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",") if part.strip()]
