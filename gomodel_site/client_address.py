@@ -22,7 +22,8 @@ def client_address(request: HttpRequest) -> str | None:
     proxies: int = settings.GOMODEL_TRUSTED_PROXIES
     if proxies == 0:
         return peer
-    forwarded = [part.strip() for part in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",") if part.strip()]
+    header: str = request.META.get("HTTP_X_FORWARDED_FOR", "")
+    forwarded = [part.strip() for part in header.split(",") if part.strip()]
     if len(forwarded) < proxies:
         return peer  # not the chain the proxies build: count the failure against the nearest one we know
     return forwarded[-proxies]
