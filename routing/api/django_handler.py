@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
 
 from django.core.exceptions import RequestAborted
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix
@@ -21,6 +20,7 @@ from django.http import HttpResponseBase
 from django.urls import set_script_prefix
 
 from routing.api import views
+from routing.api.asgi_types import Receive, Scope, Send
 from routing.api.gateway_auth import CALLER_ATTRIBUTE, caller_from_scope
 from routing.config.runtime import current_table
 from routing.gateway.gateway_error import GatewayError
@@ -37,7 +37,7 @@ class ProxyASGIHandler(ASGIHandler):
         # django-stubs leaves out BaseHandler's private _get_response_async, which this handler chains to directly.
         self._middleware_chain = convert_exception_to_response(self._get_response_async)  # type: ignore[attr-defined]
 
-    async def handle(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         caller = None
         if scope["path"].startswith("/v1/") and scope["path"] not in PUBLIC_PATHS:
             try:  # from the headers, before the body is read: an unknown caller cannot make us wait for it

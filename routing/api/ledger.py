@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import Any, Literal
 
 from django.db import DatabaseError, IntegrityError, transaction
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
@@ -27,6 +27,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from routing.api import views
 from routing.api.gateway_auth import caller_of
 from routing.clients.db_thread import in_db_thread
+from routing.config.runtime import current_table
 from routing.core.ledger import (
     ClaimDecision,
     ExecutionEntry,
@@ -42,6 +43,8 @@ LEDGER_TTL_S = 7 * 86_400.0
 _UNAVAILABLE = GatewayError(503, "The ledger's database is not reachable; nothing was recorded. Retry later.",
                             code="ledger_unavailable", headers={"Retry-After": "5"})
 DEFAULT_LEASE_S = 300.0
+# What a claimant may report: settle_execution's states.
+ReportedState = Literal["completed", "failed", "pending", "unknown"]
 
 
 def _entry(row: ToolExecution | None) -> ExecutionEntry | None:
@@ -84,13 +87,13 @@ def _claim(scope: str, key: str, owner: str, lease_s: float, takeover: bool) -> 
     raise GatewayError(409, "The execution key is being claimed concurrently; retry.", code="ledger_conflict")
 
 
-def _settle(scope: str, key: str, owner: str, state: str, result: str | None,
+def _settle(scope: str, key: str, owner: str, state: ReportedState, result: str | None,
             error: str | None) -> tuple[ExecutionEntry, float]:
     with transaction.atomic():
         row = ToolExecution.objects.select_for_update().filter(key_scope=scope, execution_key=key).first()
         now = time.time()
         try:
-            entry = settle_execution(_entry(row), owner=owner, state=state, now=now,  # type: ignore[arg-type]
+            entry = settle_execution(_entry(row), owner=owner, state=state, now=now,
                                      ttl_s=LEDGER_TTL_S, result=result, error=error)
         except LedgerConflict as exc:
             raise GatewayError(409, str(exc), code="ledger_conflict") from None
@@ -129,7 +132,7 @@ def _storable(text: str, name: str) -> str:
 
 def _caller_scope(request: HttpRequest) -> str:
     """The scope of the caller's entries; raises the 401 of a caller without a valid key."""
-    return caller_of(request, views.current_table()).scope
+    return caller_of(request, current_table()).scope
 
 
 async def ledger(request: HttpRequest, action: str) -> HttpResponseBase:

@@ -23,9 +23,10 @@ from typing import Any, cast
 
 from django.conf import settings
 from django.core.handlers.asgi import ASGIRequest
-from django.http import HttpResponse, HttpResponseBase, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
 
 from routing.api import views
+from routing.api.asgi_types import ASGIApp, Receive, Scope, Send
 from routing.api.gateway_auth import CALLER_ATTRIBUTE, caller_from_scope
 from routing.config.runtime import current_table
 from routing.gateway.gateway_error import GatewayError
@@ -33,8 +34,7 @@ from routing.providers.errors import Inbound
 
 log = logging.getLogger("gomodel.relay")
 
-View = Callable[[Any], Awaitable[HttpResponseBase]]
-ASGIApp = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
+View = Callable[[HttpRequest], Awaitable[HttpResponseBase]]
 
 ROUTES: dict[str, tuple[View, Inbound]] = {
     "/v1/chat/completions": (views.chat_completions, "openai"),
@@ -50,7 +50,7 @@ class RelayHandler:
     def __init__(self, fallback: ASGIApp) -> None:
         self.fallback = fallback
 
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         route = ROUTES.get(scope["path"])
         if route is None or scope["method"] != "POST":
             await self.fallback(scope, receive, send)
@@ -96,7 +96,7 @@ class RelayHandler:
             watcher.cancel()
 
 
-async def _read_body(receive: Any, limit: int) -> bytes | None:
+async def _read_body(receive: Receive, limit: int) -> bytes | None:
     """The whole body, or None when it is larger than ``limit`` (the rest is read and dropped)."""
     parts: list[bytes] = []
     size = 0
@@ -115,14 +115,14 @@ async def _read_body(receive: Any, limit: int) -> bytes | None:
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
-async def _watch_disconnect(receive: Any, task: asyncio.Task[Any], gone: list[bool]) -> None:
+async def _watch_disconnect(receive: Receive, task: asyncio.Task[Any], gone: list[bool]) -> None:
     message = await receive()
     if message["type"] == "http.disconnect":
         gone.append(True)
         task.cancel()
 
 
-async def _send(response: HttpResponseBase, send: Any) -> None:
+async def _send(response: HttpResponseBase, send: Send) -> None:
     headers = [(name.encode("latin-1"), value.encode("latin-1")) for name, value in response.items()]
     await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
     if isinstance(response, HttpResponse):  # not streaming: the whole body is in memory
