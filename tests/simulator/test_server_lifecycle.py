@@ -36,7 +36,9 @@ def test_stopping_drops_held_requests_at_once_without_error_logs(caplog: pytest.
                threading.Thread(target=call, args=(openai_body(model="streamy", stream=True),))]
     for caller in callers:
         caller.start()
+    give_up = time.monotonic() + 10
     while sim.stats()["in_flight"] < 2:
+        assert time.monotonic() < give_up, "the two requests never reached the simulator"
         time.sleep(0.01)
 
     with caplog.at_level(logging.WARNING):
