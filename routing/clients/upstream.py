@@ -17,6 +17,7 @@ CPU per request (``bench/README.md``). Transport failures are reported as the ``
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -27,16 +28,29 @@ from routing.core.error_classifier import ExceptionKind
 
 KEEPALIVE_EXPIRY_S = 30.0
 MAX_IDLE_PER_PROVIDER = 200
+# The headers a provider key travels in (OpenAI's bearer token, Azure, Anthropic, Gemini, Azure API Management).
+KEY_HEADERS = frozenset({"authorization", "proxy-authorization", "api-key", "x-api-key", "x-goog-api-key",
+                         "ocp-apim-subscription-key"})
+_KEY_IN_QUERY = re.compile(r"(?i)([?&](?:key|api[-_]?key|subscription-key)=)[^&#]*")
 
 
 @dataclass(frozen=True, slots=True)
 class UpstreamRequest:
+    """One request to a provider. Its repr masks the key (headers, a ``key=`` query) and leaves out the body."""
+
     method: str
     url: str
     headers: Mapping[str, str]
     body: bytes
     timeout_s: float
     connect_timeout_s: float
+
+    def __repr__(self) -> str:
+        headers = {k: ("********" if k.lower() in KEY_HEADERS else v) for k, v in self.headers.items()}
+        url = _KEY_IN_QUERY.sub(r"\1********", self.url)
+        return (f"UpstreamRequest(method={self.method!r}, url={url!r}, headers={headers!r}, "
+                f"body=<{len(self.body)} bytes>, timeout_s={self.timeout_s!r}, "
+                f"connect_timeout_s={self.connect_timeout_s!r})")
 
 
 class UpstreamPool:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from routing.clients import upstream
@@ -62,15 +62,21 @@ class LiveStream:
 
 @dataclass(frozen=True)
 class AttemptSpec:
+    """What one attempt sends where. Its repr masks the provider key, so logging a spec leaks nothing."""
+
     provider: ProviderSpec
     model: ModelSpec
     body: dict[str, Any]
     inbound: Inbound
     stream: bool
-    api_key: str
+    api_key: str = field(repr=False)
     timeout_s: float
     rules: ValidationRules
     client_wants_usage: bool
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.repr)
+        return f"AttemptSpec({shown}, api_key='********')"
 
 
 def _request(spec: AttemptSpec) -> upstream.UpstreamRequest:
