@@ -6,7 +6,10 @@ parameters) before any upstream call, so a bad schema is the client's 400, not a
 
 The dialect is the schema's ``$schema`` (Draft 2020-12 when absent). ``format`` is an annotation, as the
 2020-12 specification says by default: a model's "2024-13-45" for a ``date`` is not rejected here (add an
-operator check for that). References resolve only inside the schema; nothing is fetched from the network.
+operator check for that). References resolve only inside the schema: nothing is fetched from the network,
+and not even the dialects' meta-schemas are reachable (jsonschema's default registry would fetch a remote
+``$ref`` with a blocking ``urlopen``). Patterns run on RE2 and each validation has a work budget
+(``schema_keywords``), because the schema is the client's and the instance the model's.
 Problem messages name a JSON path and the schema keyword that failed, never a value from the instance,
 because the instance is model output and the messages go to the audit log.
 """
@@ -20,12 +23,24 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
+import referencing
+import referencing.jsonschema
 from jsonschema import validators
 from jsonschema.exceptions import SchemaError, ValidationError
 from jsonschema.protocols import Validator
 from referencing.exceptions import Unresolvable
 
+from routing.gateway.schema_keywords import ValidationTooCostly, bounded, metered
+from routing.gateway.schema_patterns import pattern_problems
+
 MAX_PROBLEMS = 5
+# Steps one validation may take (schema_keywords): a step is one to two microseconds here, so a few tenths
+# of a second of CPU at most; a structured answer of 1,500 rows of ten fields needs about 170,000.
+VALIDATION_BUDGET = 200_000
+
+
+class UnusableSchema(ValueError):
+    """A schema jsonschema accepts but the gateway will not evaluate (a pattern RE2 cannot compile, ...)."""
 
 
 def _plain(value: Any) -> Any:
@@ -62,7 +77,8 @@ class SchemaCache:
         return len(self._by_key)
 
     def validator_for(self, schema: Mapping[str, Any] | bool) -> Validator:
-        """The compiled validator for ``schema``; raises jsonschema's SchemaError for an invalid schema."""
+        """The compiled validator for ``schema``; raises jsonschema's SchemaError for an invalid schema and
+        UnusableSchema for one the gateway will not evaluate."""
         with self._lock:
             hit = self._by_id.get(id(schema))
             if hit is not None and hit[0] is schema:
@@ -89,11 +105,18 @@ class SchemaCache:
         """Problems with ``instance`` under ``schema`` (at most MAX_PROBLEMS), empty when it is valid."""
         try:
             validator = self.validator_for(schema)
-            errors = list(validator.iter_errors(instance))
+            with metered(VALIDATION_BUDGET):
+                errors = list(validator.iter_errors(instance))
         except SchemaError as exc:
             return [f"the schema itself is invalid: {_schema_error(exc)}"]
+        except UnusableSchema as exc:
+            return [f"the schema itself is invalid: {exc}"]
         except Unresolvable as exc:
             return [f"the schema has an unresolvable $ref: {str(exc)[:120]}"]
+        except ValidationTooCostly as exc:
+            return [f"/: validation stopped: {exc}"]
+        except RecursionError:
+            return ["/: validation stopped: the schema or the answer nests too deeply to check"]
         errors.sort(key=lambda e: [str(p) for p in e.absolute_path])
         return [_describe(error) for error in errors[:MAX_PROBLEMS]]
 
@@ -101,9 +124,18 @@ class SchemaCache:
 def _compile(schema: Mapping[str, Any] | bool) -> Validator:
     # jsonschema wants plain dicts all the way down (a contract's schema may be a read-only mapping).
     plain = _plain(schema)
-    cls = validators.validator_for(plain, default=validators.Draft202012Validator)
-    cls.check_schema(plain)
-    return cls(plain)
+    dialect = validators.validator_for(plain, default=validators.Draft202012Validator)
+    problems = pattern_problems(plain)
+    if problems:
+        raise UnusableSchema(problems[0])
+    # No format checks: the meta-schema's only one that matters, "regex", would compile patterns with
+    # Python's re, refusing RE2 syntax (\p{L}) and accepting what RE2 cannot run; pattern_problems did it.
+    # (types-jsonschema's Validator.check_schema leaves out the format_checker parameter jsonschema has.)
+    dialect.check_schema(plain, format_checker=None)  # type: ignore[call-arg]
+    # A resolver over this one document: no meta-schema, no network (jsonschema's default fetches remote refs).
+    root = referencing.Resource.from_contents(plain, default_specification=referencing.jsonschema.DRAFT202012)
+    # (_resolver is a private parameter of jsonschema's validator classes, which its stubs leave out.)
+    return bounded(dialect)(plain, _resolver=referencing.Registry().resolver_with_root(root))  # type: ignore[call-arg]
 
 
 def _pointer(path: Any) -> str:
@@ -125,7 +157,8 @@ def _describe(error: ValidationError) -> str:
 
 
 def _schema_error(exc: SchemaError) -> str:
-    return f"{_pointer(exc.absolute_schema_path)}: {exc.message[:120]}"
+    """Where in the client's schema the problem is, and what it is."""
+    return f"{_pointer(exc.absolute_path)}: {exc.message[:120]}"
 
 
 _default_cache = SchemaCache()
@@ -144,4 +177,8 @@ def schema_problems(schema: Any) -> list[str]:
         _default_cache.validator_for(schema)
     except SchemaError as exc:
         return [_schema_error(exc)]
+    except UnusableSchema as exc:
+        return [str(exc)]
+    except RecursionError:
+        return ["the schema nests too deeply to check"]
     return []
