@@ -2,6 +2,12 @@
 
 ``Publisher`` takes a sink factory and a spool, so it is built from settings in production
 (``audit.publisher.build_from_settings``) and from test doubles of the sink in tests.
+
+Memory is bounded: at most ``max_buffer`` events wait in memory. ``publish`` does no I/O of any kind (it runs
+on the event loop); when the buffer is full it drops the event it was handed - the newest - and counts it.
+That happens only when the thread cannot empty the buffer: the sink is unreachable *and* the spool refuses
+(disk full, ``AUDIT_SPOOL_MAX_BYTES`` reached), or the thread is stuck far behind. The thread reports drops in
+``gomodel_audit_events_dropped_total`` and in an error log line at most every ``DROP_LOG_SECONDS``.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from audit import metrics
 from audit.event import prepare_event
 from audit.sinks import DeliveryError
 from audit.spool import Spool
@@ -24,6 +31,8 @@ PROBE_MAX_SECONDS = 15.0
 # Even while healthy, look for spool files left by a crashed sibling process now and then.
 SPOOL_SCAN_SECONDS = 30.0
 DEFAULT_SHUTDOWN_SECONDS = 20.0
+# Dropped events are logged at most this often (with the count since the last line), not once per event.
+DROP_LOG_SECONDS = 10.0
 
 
 class Sink(Protocol):
@@ -61,7 +70,7 @@ class Publisher:
         self._buffer: collections.deque[Any] = collections.deque()
         self._wake = threading.Event()
         self._start_lock = threading.Lock()
-        self._overflow_lock = threading.Lock()
+        self._fallback_lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._started = False
         self._stopping = False
@@ -70,7 +79,12 @@ class Publisher:
         self._idle = threading.Condition()
         self._spool_failing = False
         self._in_hand = 0  # events taken from the buffer and not yet delivered or spooled
-        self._hand_lock = threading.Lock()  # the caller's thread takes from the buffer too (overflow)
+        self._hand_lock = threading.Lock()  # shutdown may take from the buffer on its caller's thread
+        self._dropped = 0  # events refused by publish because the buffer was full; the thread reports them
+        self._drop_lock = threading.Lock()
+        self._drops_reported = 0
+        self._drops_logged = 0
+        self._next_drop_log = 0.0
 
         self._sink: Sink | None = None
         self._healthy = True
@@ -78,20 +92,25 @@ class Publisher:
         self._next_probe = 0.0
         self._replay_pending = True  # start-up: replay what a previous process left
         self._next_scan = 0.0
-        self.counters = {"published": 0, "delivered": 0, "spooled": 0, "replayed_batches": 0, "overflows": 0}
+        self.counters = {"published": 0, "delivered": 0, "spooled": 0, "replayed_batches": 0, "dropped": 0}
 
     # -- the request path -----------------------------------------------------------------------------
 
     def publish(self, event: Any) -> None:
-        """Hand one event to the publisher; returns at once and never raises for a bad event."""
+        """Hand one event to the publisher; returns at once, does no I/O, never raises for a bad event.
+
+        With ``max_buffer`` events already waiting the event is dropped and counted (see the module docstring).
+        """
         if not self._started:
             self.start()
         buffer = self._buffer
+        if len(buffer) >= self._max_buffer:
+            with self._drop_lock:
+                self._dropped += 1
+            return  # no wake-up: the thread reports drops on its next round (a wake per drop would spin it)
         buffer.append(event)
-        size = len(buffer)
-        if size >= self._batch_size:
-            if size >= self._max_buffer and not self._spool_failing:
-                self._overflow()
+        if len(buffer) >= self._batch_size and not self._spool_failing:
+            # (While the spool fails the thread retries on its own schedule; a wake per publish would spin it.)
             self._wake.set()
 
     # -- life cycle -----------------------------------------------------------------------------------
@@ -134,9 +153,13 @@ class Publisher:
             thread.join(timeout)
             finished = not thread.is_alive()
         while self._buffer and not self._spool_failing:
-            self._overflow()
+            self._spool_oldest_batch()
+        self._report_drops(final=True)
+        if self._buffer:
+            log.error("audit: stopping with %d events that neither the sink nor the spool accepted; they are lost",
+                      len(self._buffer))
         self._spool.close()
-        return finished and not self._in_hand
+        return finished and not self._in_hand and not self._buffer
 
     def request_flush(self) -> None:
         """Ask the thread to deliver what it has now, without waiting (safe in a signal handler)."""
@@ -150,6 +173,7 @@ class Publisher:
     def stats(self) -> dict[str, Any]:
         return {
             **self.counters,
+            "dropped": self._dropped,
             "buffered": len(self._buffer),
             "healthy": self._healthy,
             "spool_bytes": self._spool.pending_bytes(),
@@ -180,6 +204,7 @@ class Publisher:
                 if not stopping:
                     self._maybe_probe()
                     self._maybe_replay()
+                self._report_drops()
             except Exception:  # never let the thread die; the loop spools what it cannot deliver
                 log.exception("audit publisher loop failed; continuing")
             with self._idle:
@@ -250,13 +275,16 @@ class Publisher:
             self._spool.append(batch)
         except OSError as exc:
             if not self._spool_failing:
-                log.error("audit: cannot write the spool in %s (%s); keeping events in memory",
-                          self._spool.directory, exc)
+                log.error("audit: cannot write the spool in %s (%s); keeping up to %d events in memory, "
+                          "then dropping new ones", self._spool.directory, exc, self._max_buffer)
             self._spool_failing = True
             self._buffer.extendleft(reversed(batch))
             return
+        if self._spool_failing:
+            log.warning("audit: the spool in %s accepts events again", self._spool.directory)
         self._spool_failing = False
         self.counters["spooled"] += len(batch)
+        metrics.SPOOLED.inc(len(batch))
 
     def _send_spooled(self, batch: list[Any]) -> bool:
         if self._sink is None:
@@ -309,19 +337,33 @@ class Publisher:
         self._healthy = False
         self._next_probe = self._clock() + self._probe_delay
 
-    # -- overflow (runs on the caller's thread) -------------------------------------------------------
+    def _report_drops(self, *, final: bool = False) -> None:
+        """Count the events ``publish`` dropped since the last report, and say so loudly (rate-limited)."""
+        with self._drop_lock:
+            dropped = self._dropped
+        new = dropped - self._drops_reported
+        if new:
+            self._drops_reported = dropped
+            self.counters["dropped"] = dropped
+            metrics.DROPPED.labels("buffer_full").inc(new)
+        unlogged = dropped - self._drops_logged
+        if unlogged and (final or self._clock() >= self._next_drop_log):
+            self._drops_logged = dropped
+            self._next_drop_log = self._clock() + DROP_LOG_SECONDS
+            log.error(
+                "AUDIT EVENTS DROPPED: %d new events were refused because %d were already waiting in memory "
+                "(AUDIT_BUFFER_MAX_EVENTS) and neither the sink (%s) nor the spool (%s) took them; %d dropped "
+                "by this process so far", unlogged, self._max_buffer, "healthy" if self._healthy else "failing",
+                "failing" if self._spool_failing else "writable", dropped)
 
-    def _overflow(self) -> None:
-        """Spool the oldest batch now: the thread is too far behind, and memory is bounded.
+    # -- shutdown's last resort (runs on the caller's thread) -----------------------------------------
 
-        One batch per call spreads the cost (redaction and an fsync) over the publishes that overflow,
-        instead of one long pause; it only happens when the thread cannot keep up.
-        """
-        with self._overflow_lock:
+    def _spool_oldest_batch(self) -> None:
+        """Spool the oldest batch from the calling thread: shutdown's fallback when the thread did not finish."""
+        with self._fallback_lock:
             raw = self._take(self._batch_size)
             try:
                 if raw:
-                    self.counters["overflows"] += 1
                     self._spool_or_keep(self._prepare(raw))
             finally:
                 self._release(len(raw))

@@ -3,7 +3,7 @@
 ``publish(event)`` appends to an in-memory deque (thread-safe, no lock, well under a microsecond; see
 bench/micro_publisher.py) and wakes the publisher thread only when a batch is full. The thread:
 
-1. batches events by count (``AUDIT_BATCH_SIZE``) and by time (``AUDIT_BATCH_SECONDS``);
+1. batches events by count (``AUDIT_BATCH_SIZE``) and by time (``AUDIT_FLUSH_INTERVAL``);
 2. validates and redacts each event (``audit.event.prepare_event``) - raw prompts never leave memory;
 3. delivers each batch through its sink: one Celery task per batch, or, without ``CELERY_BROKER_URL``, an
    insert with the ORM;
@@ -11,9 +11,14 @@ bench/micro_publisher.py) and wakes the publisher thread only when a batch is fu
    cheap probe succeeds again (backing off from 1 s to 15 s), then replays the spool, oldest file first.
    It also replays at start-up, so a restarted gateway sends what a crashed one spooled.
 
-The buffer is bounded (``AUDIT_BUFFER_MAX_EVENTS``): when it is full, ``publish`` itself spools the oldest
-batch instead of dropping anything; if even the disk refuses, events stay in memory and are retried.
-``shutdown`` (also run at exit and on SIGTERM) delivers or spools everything still in memory.
+The buffer is bounded (``AUDIT_BUFFER_MAX_EVENTS``): the thread spools whatever the sink does not take, so
+the buffer fills only when the spool refuses too (disk full, ``AUDIT_SPOOL_MAX_BYTES``); then ``publish`` drops
+new events, counts them (``gomodel_audit_events_dropped_total``) and the thread logs it loudly.
+
+``shutdown`` delivers or spools everything still in memory. The gateway calls it at the ASGI lifespan
+shutdown, once the server has finished its requests (``routing.ops.shutdown``); it also runs at interpreter
+exit, and on SIGTERM in a process where nothing else handles that signal (a forked server worker exits
+without running ``atexit``: that is why the gateway needs the lifespan protocol).
 
 Delivery is at least once: the worker stores each ``request_id`` once, so a batch sent twice is harmless.
 """
@@ -41,7 +46,6 @@ log = logging.getLogger("gomodel.audit")
 
 _publisher: Publisher | None = None
 _publisher_lock = threading.Lock()
-_previous_sigterm: Any = None
 
 
 def publish_timeout_seconds() -> float:
@@ -65,13 +69,13 @@ def build_from_settings() -> Publisher:
             from gomodel_site.celery import app
 
             return CelerySink(app, timeout=publish_timeout_seconds())
-        return DatabaseSink()
+        return DatabaseSink(statement_timeout=publish_timeout_seconds())
 
     return Publisher(
         sink_factory=sink_factory,
-        spool=Spool(Path(settings.AUDIT_SPOOL_DIR)),
+        spool=Spool(Path(settings.AUDIT_SPOOL_DIR), max_total_bytes=settings.AUDIT_SPOOL_MAX_BYTES),
         batch_size=settings.AUDIT_BATCH_SIZE,
-        batch_seconds=settings.AUDIT_BATCH_SECONDS,
+        batch_seconds=settings.AUDIT_FLUSH_INTERVAL,
         max_buffer=getattr(settings, "AUDIT_BUFFER_MAX_EVENTS", 50_000),
         store_bodies=settings.AUDIT_STORE_BODIES,
         body_max_bytes=settings.AUDIT_BODY_MAX_BYTES,
@@ -140,18 +144,7 @@ def _shutdown_at_exit() -> None:
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:
-    previous = _previous_sigterm
-    if callable(previous):
-        # The server handles SIGTERM (a graceful stop that ends in a normal exit, where atexit flushes);
-        # deliver what is buffered now and let it proceed.
-        publisher = _publisher
-        if publisher is not None:
-            publisher.request_flush()
-        previous(signum, frame)
-        return
-    if previous == signal.SIG_IGN:
-        return
-    # Default action: the process would die without running atexit. Flush first, then die the same way.
+    """SIGTERM's default action would kill the process without running atexit: flush first, then die so."""
     # (No lock here: the interrupted main thread might hold it.)
     publisher = _publisher
     if publisher is not None:
@@ -161,16 +154,16 @@ def _on_sigterm(signum: int, frame: Any) -> None:
 
 
 def _install_sigterm_handler() -> None:
-    """Chain a SIGTERM handler in front of whatever is installed (only possible on the main thread)."""
-    global _previous_sigterm
+    """Flush on SIGTERM in a process where SIGTERM would simply kill (a script, a management command).
+
+    Where something else handles SIGTERM - an ASGI server, whose graceful stop ends in the lifespan shutdown
+    that calls ``shutdown`` - the publisher leaves the signal alone. Only possible on the main thread.
+    """
     if threading.current_thread() is not threading.main_thread():
         return
     try:
-        current = signal.getsignal(signal.SIGTERM)
-        if current is _on_sigterm:
-            return
-        _previous_sigterm = current
-        signal.signal(signal.SIGTERM, _on_sigterm)
+        if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, _on_sigterm)
     except (ValueError, OSError):  # not the main interpreter, or signals unavailable here
         return
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import psycopg
 from django.conf import settings
-from django.db import DataError, IntegrityError, connections, router, transaction
+from django.db import DatabaseError, InterfaceError, OperationalError, connections, router, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.utils import CursorWrapper
 from django.db.models import Model
@@ -29,8 +29,17 @@ from audit.event import prepare_event
 from audit.models import AttemptRecord, AuditRevision, ConfigRevision, UndeliverableEvent
 
 log = logging.getLogger("gomodel.audit")
-# Errors that mean "the database refuses this data", as opposed to "the database is unreachable".
-_REFUSED = (IntegrityError, DataError)
+# Errors that mean "the database is unreachable or busy": retried as they are. Any other DatabaseError means it
+# refuses the data (a constraint, a trigger, a missing privilege, a value out of range).
+UNREACHABLE = (OperationalError, InterfaceError)
+
+
+class BatchRefused(Exception):
+    """The database refused a batch for a reason other than a lost connection (raised with keep_refused=False)."""
+
+
+def _is_refusal(exc: BaseException) -> bool:
+    return isinstance(exc, DatabaseError) and not isinstance(exc, UNREACHABLE)
 
 
 def _when(unix: float) -> dt.datetime:
@@ -250,7 +259,7 @@ def _server_bound_cursor(connection: BaseDatabaseWrapper) -> CursorWrapper:
     return connection.make_cursor(psycopg.Cursor(connection.connection))
 
 
-def revisions_ingest(*, events: Iterable[Any], prepared: bool = False) -> int:
+def revisions_ingest(*, events: Iterable[Any], prepared: bool = False, keep_refused: bool = True) -> int:
     """Store a batch of events exactly once each; the number of events in the batch.
 
     Events are validated and redacted first (``prepare_event``), unless ``prepared`` says this process has
@@ -258,9 +267,11 @@ def revisions_ingest(*, events: Iterable[Any], prepared: bool = False) -> int:
     boundary, such as a Celery task's argument, must be prepared here.
 
     Connection-level errors (``OperationalError``, ``InterfaceError``) propagate: the caller retries the
-    whole batch later. Any other database error means some event is unacceptable to the database; the batch
-    is then stored event by event and an event that still fails is kept in UndeliverableEvent, so one bad
-    event never blocks or loses the others.
+    whole batch later. Any other database error means the database refuses some event. With
+    ``keep_refused=False`` that raises ``BatchRefused`` (the caller retries first); otherwise the batch is
+    stored event by event and an event that still fails is kept in UndeliverableEvent (an auditor sees it in
+    the admin), so one bad event never blocks or loses the others. If the database refuses even that, the
+    error propagates: the batch was not stored and must not be acknowledged.
     """
     if prepared:
         batch = list(events)
@@ -274,14 +285,21 @@ def revisions_ingest(*, events: Iterable[Any], prepared: bool = False) -> int:
         with transaction.atomic():
             _insert(batch)
         return len(batch)
-    except _REFUSED as exc:
+    except DatabaseError as exc:
+        if not _is_refusal(exc):
+            raise
+        if not keep_refused:
+            raise BatchRefused(f"{type(exc).__name__}: {exc}") from exc
         log.error("audit batch refused by the database (%s); storing its %d events one by one", exc, len(batch))
     for event in batch:
         try:
             with transaction.atomic():
                 _insert([event])
-        except _REFUSED as exc:
-            log.error("audit event %s refused by the database: %s", event["request_id"], exc)
+        except DatabaseError as exc:
+            if not _is_refusal(exc):
+                raise
+            log.error("audit event %s refused by the database, kept as an undeliverable event: %s",
+                      event["request_id"], exc)
             with transaction.atomic():
                 UndeliverableEvent.objects.create(
                     request_id=event["request_id"][:64],

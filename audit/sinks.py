@@ -8,7 +8,9 @@ by the publisher thread only, and is handed events the publisher has just prepar
   the connection and then never answers costs one bounded wait, not the publisher. An abandoned publish
   that completes late only delivers a batch twice, which the worker ignores.
 - ``DatabaseSink`` (no ``CELERY_BROKER_URL``: the demo) inserts on the publisher thread, without preparing
-  the events a second time.
+  the events a second time. On PostgreSQL each statement may take at most ``statement_timeout`` seconds, so a
+  database that hangs (a lock held, a stuck disk) costs the publisher one bounded wait too, and the batch is
+  spooled instead of the buffer filling up behind it.
 """
 
 from __future__ import annotations
@@ -102,11 +104,20 @@ class CelerySink:
 class DatabaseSink:
     """Inserts each batch directly (the publisher thread's own database connection)."""
 
+    def __init__(self, *, statement_timeout: float | None = None) -> None:
+        self._statement_timeout_ms = None if statement_timeout is None else max(1, round(statement_timeout * 1000))
+
     def send(self, batch: list[dict[str, Any]]) -> None:
+        from django.db import connection, transaction
+
         from audit.services import revisions_ingest
 
         try:
-            revisions_ingest(events=batch, prepared=True)
+            with transaction.atomic():
+                if self._statement_timeout_ms is not None and connection.vendor == "postgresql":
+                    with connection.cursor() as cursor:
+                        cursor.execute(f"SET LOCAL statement_timeout = {self._statement_timeout_ms:d}")
+                revisions_ingest(events=batch, prepared=True)
         except Exception as exc:
             self._reset()
             raise DeliveryError(f"{type(exc).__name__}: {exc}") from exc

@@ -9,10 +9,17 @@ after a restart, or a sibling worker - picks it up, under the same lock, so two 
 Replaying sends the file's batches in order and deletes the file; batches still unsent when delivery fails
 again are first appended to the replaying process's own file. A crash in between can only send a batch
 twice, which the worker's unique ``request_id`` makes harmless; no path deletes an unsent batch.
+
+The directory holds at most ``max_total_bytes`` (``AUDIT_SPOOL_MAX_BYTES``, shared by every process using
+it): an append past that raises ``SpoolFull``, as a full disk raises ``OSError``. A write that fails half-way
+(disk full, file size limit) is cut back off the file, so a later append never lands behind a torn line.
+The caller keeps a batch it could not spool; every write and fsync happens on the caller's thread, which in
+the gateway is the publisher thread, never the event loop.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import itertools
 import json
@@ -29,14 +36,29 @@ log = logging.getLogger("gomodel.audit")
 
 Batch = list[dict[str, Any]]
 DEFAULT_MAX_FILE_BYTES = 8 * 1024 * 1024
+DEFAULT_MAX_TOTAL_BYTES = 1024 * 1024 * 1024
+
+
+class SpoolFull(OSError):
+    """The spool directory already holds its cap (``max_total_bytes``); nothing was written."""
+
+    def __init__(self, used: int, cap: int) -> None:
+        super().__init__(errno.ENOSPC, f"the spool holds {used} bytes, its cap is {cap} (AUDIT_SPOOL_MAX_BYTES)")
+
+
+def encode_batch(batch: Batch) -> bytes:
+    """One batch as its spool line (JSON, newline-terminated)."""
+    return json.dumps(batch, ensure_ascii=False, separators=(",", ":"), default=str).encode() + b"\n"
 
 
 class Spool:
     """Append-only, fsync'd JSON-lines files of event batches under ``directory``."""
 
-    def __init__(self, directory: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES) -> None:
+    def __init__(self, directory: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+                 max_total_bytes: int = DEFAULT_MAX_TOTAL_BYTES) -> None:
         self.directory = Path(directory)
         self.max_file_bytes = max_file_bytes
+        self.max_total_bytes = max_total_bytes
         self._lock = threading.Lock()
         self._active: BinaryIO | None = None
         self._active_path: Path | None = None
@@ -47,20 +69,45 @@ class Spool:
 
     def append(self, batch: Batch) -> None:
         """Write one batch durably (fsync'd) to this process's active file."""
-        line = json.dumps(batch, ensure_ascii=False, separators=(",", ":"), default=str).encode() + b"\n"
-        self.append_lines([line])
+        self.append_lines([encode_batch(batch)])
 
     def append_lines(self, lines: list[bytes]) -> None:
-        """Write already-encoded batch lines durably; each must end with a newline."""
+        """Write already-encoded batch lines durably; each must end with a newline.
+
+        Raises ``SpoolFull`` past the directory's cap and ``OSError`` when the disk refuses; either way
+        nothing of ``lines`` stays in the file.
+        """
         if not lines:
             return
+        data = b"".join(lines)
         with self._lock:
+            if self.max_total_bytes:
+                used = self.pending_bytes()
+                if used + len(data) > self.max_total_bytes:
+                    raise SpoolFull(used, self.max_total_bytes)
             handle = self._open_active()
-            handle.write(b"".join(lines))
-            handle.flush()
-            os.fsync(handle.fileno())
-            if handle.tell() >= self.max_file_bytes:
+            fd = handle.fileno()
+            start = os.fstat(fd).st_size
+            try:
+                _write_all(fd, data)
+                os.fsync(fd)
+            except OSError:
+                self._cut_back(fd, start)
+                raise
+            if start + len(data) >= self.max_file_bytes:
                 self._close_active()
+
+    def _cut_back(self, fd: int, size: int) -> None:
+        """Remove what a failed write left after ``size`` bytes; failing that, stop writing to the file.
+
+        A file closed with a torn last line is still safe: replay discards a last line without its newline.
+        """
+        try:
+            os.ftruncate(fd, size)
+            os.fsync(fd)
+        except OSError:
+            log.error("audit spool: cannot cut a failed write off %s; starting a new file", self._active_path)
+            self._close_active()
 
     def _open_active(self) -> BinaryIO:
         if self._active is not None:
@@ -68,7 +115,8 @@ class Spool:
         self.directory.mkdir(parents=True, exist_ok=True)
         name = f"audit-{self._host}-{os.getpid()}-{time.time_ns()}-{next(self._counter)}.jsonl"
         path = self.directory / name
-        handle = open(path, "ab")  # noqa: SIM115 - kept open as the active file until rotated
+        # Unbuffered: a failed write must leave nothing in a buffer that a later flush would write after the cut.
+        handle = open(path, "ab", buffering=0)  # noqa: SIM115 - kept open as the active file until rotated
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
         _fsync_directory(self.directory)
         self._active, self._active_path = handle, path
@@ -116,7 +164,7 @@ class Spool:
         failed (the unsent rest is kept on disk).
         """
         with self._lock:
-            if self._active is not None and self._active.tell() > 0:
+            if self._active is not None and os.fstat(self._active.fileno()).st_size > 0:
                 self._close_active()
         for path in self.files():
             handle = _claim(path)
@@ -172,6 +220,13 @@ def _claim(path: Path) -> BinaryIO | None:
         handle.close()
         return None
     return handle
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
 
 
 def _keep_bad_line(path: Path, line: bytes) -> None:

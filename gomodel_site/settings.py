@@ -338,14 +338,30 @@ AUDIT_STORE_BODIES = env_bool("AUDIT_STORE_BODIES", False)
 AUDIT_BODY_MAX_BYTES = env_int("AUDIT_BODY_MAX_BYTES", 64 * 1024, minimum=0)
 AUDIT_RETENTION_DAYS = env_int("AUDIT_RETENTION_DAYS", 30, minimum=1)
 AUDIT_SPOOL_DIR = Path(env_str("AUDIT_SPOOL_DIR", str(BASE_DIR / "var" / "audit-spool")))
+# Disk the spool may use on this host (all gateway processes together); past it, as on a full disk, events wait
+# in memory (AUDIT_BUFFER_MAX_EVENTS) and then new ones are dropped and counted.
+AUDIT_SPOOL_MAX_BYTES = env_int("AUDIT_SPOOL_MAX_BYTES", 1024 * 1024 * 1024, minimum=1024 * 1024)
 AUDIT_BATCH_SIZE = env_int("AUDIT_BATCH_SIZE", 200, minimum=1)
-AUDIT_BATCH_SECONDS = env_float("AUDIT_BATCH_SECONDS", 0.5, minimum=0.01)
+if env_str("AUDIT_BATCH_SECONDS"):
+    raise ImproperlyConfigured("AUDIT_BATCH_SECONDS: renamed AUDIT_FLUSH_INTERVAL, a duration such as 500ms")
+# The longest an event waits in memory before the publisher delivers or spools it: a SIGKILL loses at most the
+# events of the last interval plus one delivery (docs/audit.md).
+AUDIT_FLUSH_INTERVAL = env_duration("AUDIT_FLUSH_INTERVAL", "500ms", minimum=0.01)
 AUDIT_BUFFER_MAX_EVENTS = env_int("AUDIT_BUFFER_MAX_EVENTS", 50_000, minimum=100)
 AUDIT_PUBLISH_TIMEOUT = env_float("AUDIT_PUBLISH_TIMEOUT", 10.0, minimum=0.5)
 AUDIT_INGEST_RETRY_SECONDS = env_float("AUDIT_INGEST_RETRY_SECONDS", 300.0, minimum=10)
 
+# Shutdown: on SIGTERM or SIGINT a worker stops accepting, answers 503 on /health/ready, lets the requests in
+# flight finish for at most this long (then cancels them), and flushes the audit (routing/ops/shutdown.py).
+GOMODEL_SHUTDOWN_GRACE = env_duration("GOMODEL_SHUTDOWN_GRACE", "30s", minimum=0)
+
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "")
 CELERY_TASK_ACKS_LATE = True
+# Never acknowledge a message whose task did not finish: a task over its time limit is requeued, a failed one
+# rejected (a dead-letter exchange, if configured, keeps it). The audit task does not fail at all: a batch it
+# could not store is requeued explicitly, and events the database refuses are kept aside (audit/tasks.py).
+CELERY_TASK_ACKS_ON_FAILURE = False
+CELERY_TASK_ACKS_ON_TIMEOUT = False
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SERIALIZER = "json"

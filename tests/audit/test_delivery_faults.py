@@ -64,7 +64,7 @@ def audit_env(tmp_path: Path, *, database_url: str, broker_url: str) -> dict[str
         CELERY_BROKER_URL=broker_url,
         AUDIT_SPOOL_DIR=str(tmp_path / "spool"),
         AUDIT_BATCH_SIZE="50",
-        AUDIT_BATCH_SECONDS="0.2",
+        AUDIT_FLUSH_INTERVAL="200ms",
     )
 
 

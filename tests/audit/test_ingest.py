@@ -76,7 +76,7 @@ def test_it_retries_with_capped_backoff_while_the_database_is_unreachable(monkey
     sleeps: list[float] = []
     clock = [0.0]
 
-    def flaky_ingest(*, events: list[Any]) -> int:
+    def flaky_ingest(*, events: list[Any], keep_refused: bool) -> int:
         if next(failures):
             raise OperationalError("connection refused")
         return len(events)
@@ -96,7 +96,7 @@ def test_it_retries_with_capped_backoff_while_the_database_is_unreachable(monkey
 def test_it_requeues_the_message_when_the_database_stays_down(monkeypatch: pytest.MonkeyPatch) -> None:
     clock = [0.0]
 
-    def down(*, events: list[Any]) -> int:
+    def down(*, events: list[Any], keep_refused: bool) -> int:
         raise OperationalError("connection refused")
 
     def sleep(seconds: float) -> None:

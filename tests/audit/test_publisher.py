@@ -7,12 +7,15 @@ here. The real broker, worker and database are in test_delivery_faults.py.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
 from audit.publisher import Publisher
 from audit.sinks import DeliveryError
@@ -154,24 +157,33 @@ def test_it_does_not_replay_a_file_another_live_process_is_writing(tmp_path: Pat
     publisher.shutdown(2)
 
 
-def test_it_spools_instead_of_dropping_when_the_buffer_is_full(tmp_path: Path) -> None:
+@pytest.fixture
+def fsync_threads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the threads that called os.fsync (which still runs: this only watches)."""
+    names: list[str] = []
+    real_fsync = os.fsync
+
+    def watched(fd: int) -> None:
+        names.append(threading.current_thread().name)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", watched)
+    return names
+
+
+def test_publish_never_writes_the_spool_itself_even_when_the_buffer_is_full(
+    tmp_path: Path, fsync_threads: list[str],
+) -> None:
     sink = RecordingSink()
-    gate = threading.Event()
-    original_send = sink.send
-
-    def slow_send(batch: list[dict[str, Any]]) -> None:
-        gate.wait(WAIT)
-        original_send(batch)
-
-    sink.send = slow_send  # type: ignore[method-assign]
+    sink.down = True
     publisher = make_publisher(tmp_path, sink, batch_size=10, max_buffer=50)
-    for i in range(200):
+    for i in range(2000):  # far faster than the thread prepares and fsyncs: the buffer fills up
         publisher.publish(make_event(f"r{i}"))
-    assert publisher.counters["overflows"] >= 1
-    gate.set()
     assert publisher.shutdown(WAIT)
-    delivered_or_spooled = sink.ids() + spooled_ids(tmp_path)
-    assert sorted(delivered_or_spooled) == sorted(f"r{i}" for i in range(200))
+    assert fsync_threads and set(fsync_threads) == {"audit-publisher"}  # never the caller (the event loop)
+    spooled = spooled_ids(tmp_path)
+    assert len(spooled) + publisher.counters["dropped"] == 2000
+    assert len(set(spooled)) == len(spooled)
 
 
 def test_shutdown_flushes_everything_in_memory(tmp_path: Path) -> None:
@@ -235,34 +247,51 @@ def test_spool_file_names_are_unique_per_process_and_file(tmp_path: Path, count:
     assert len(names) == 2 * count == len(set(names))
 
 
-def test_sigterm_flushes_and_then_runs_the_servers_own_handler(tmp_path: Path,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("server_handler", [True, False])
+def test_it_takes_sigterm_only_where_nothing_else_handles_it(server_handler: bool) -> None:
     from audit import publisher as module
 
-    sink = RecordingSink()
-    publisher = make_publisher(tmp_path, sink, batch_seconds=60)
-    calls: list[int] = []
-    monkeypatch.setattr(module, "_publisher", publisher)
-    monkeypatch.setattr(module, "_previous_sigterm", lambda signum, frame: calls.append(signum))
-    publisher.publish(make_event("in-memory"))
-    module._on_sigterm(15, None)
-    assert calls == [15]  # the server's graceful stop proceeds
-    assert wait_until(lambda: sink.ids() == ["in-memory"])  # and the buffer was sent without waiting 60 s
-    publisher.shutdown(2)
+    def servers_handler(signum: int, frame: Any) -> None:
+        raise AssertionError("not called here")
+
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        signal.signal(signal.SIGTERM, servers_handler if server_handler else signal.SIG_DFL)
+        module._install_sigterm_handler()
+        # A server's graceful stop ends in the lifespan shutdown, which flushes; a plain process would die
+        # without running atexit, so there the publisher flushes first.
+        assert signal.getsignal(signal.SIGTERM) is (servers_handler if server_handler else module._on_sigterm)
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
-def test_it_keeps_events_in_memory_when_neither_sink_nor_disk_accepts_them(tmp_path: Path) -> None:
+def _dropped_metric() -> float:
+    return REGISTRY.get_sample_value("gomodel_audit_events_dropped_total", {"reason": "buffer_full"}) or 0.0
+
+
+def test_it_drops_new_events_loudly_when_neither_sink_nor_disk_accepts_them(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture,
+) -> None:
     blocker = tmp_path / "not-a-directory"
     blocker.write_text("")
     sink = RecordingSink()
     sink.down = True
-    publisher = make_publisher(blocker / "spool", sink, max_buffer=20)
+    metric_before = _dropped_metric()
+    publisher = make_publisher(blocker / "spool", sink, batch_size=10, max_buffer=20, batch_seconds=0.05)
     for i in range(60):
         publisher.publish(make_event(f"r{i}"))
-    # The sink refused, then the spool did: the events are kept in memory.
-    assert wait_until(lambda: not publisher.healthy and publisher._spool_failing)
-    assert sink.ids() == []
+    # Memory stays bounded: the buffer, plus at most the batch the thread had in hand and put back.
+    assert len(publisher._buffer) <= 20 + 10
+    dropped = publisher._dropped
+    assert 0 < dropped <= 40
+    assert wait_until(lambda: publisher.counters["dropped"] == dropped)  # the thread reports what publish dropped
+    assert _dropped_metric() - metric_before == dropped
+    assert any(r.levelname == "ERROR" and "AUDIT EVENTS DROPPED" in r.getMessage() for r in caplog.records)
     sink.down = False
-    assert wait_until(lambda: len(sink.ids()) == 60, timeout=20)
-    assert sorted(sink.ids()) == sorted(f"r{i}" for i in range(60))
+    # What was kept is delivered once the sink answers. A drop refuses the event being published, so the
+    # first twenty, which always fit, are among the kept ones.
+    kept = 60 - dropped
+    assert wait_until(lambda: len(sink.ids()) == kept, timeout=20)
+    delivered = set(sink.ids())
+    assert len(delivered) == kept and {f"r{i}" for i in range(20)} <= delivered <= {f"r{i}" for i in range(60)}
     publisher.shutdown(2)
