@@ -17,6 +17,7 @@ from urllib.parse import parse_qsl, unquote, urlparse
 from django.core.exceptions import ImproperlyConfigured
 
 from routing.core.durations import parse_duration
+from routing.core.key_references import parse_allow_list
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -27,20 +28,31 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
+# Every variable this module reads, filled in as the helpers below run: a provider key reference may not name
+# one of them (see "Provider key references" below), and no second list has to be kept in step by hand.
+_ENV_NAMES_READ: set[str] = set()
+
+
+def _environ(name: str) -> str | None:
+    """The variable's raw value (None when unset), remembered as one of the gateway's own settings."""
+    _ENV_NAMES_READ.add(name)
+    return os.environ.get(name)
+
 
 def env_str(name: str, default: str = "") -> str:
     """The variable's value, or the content of the file named by ``NAME_FILE``, or ``default``."""
-    file_name = os.environ.get(f"{name}_FILE")
+    file_name = _environ(f"{name}_FILE")
     if file_name:
         try:
             return Path(file_name).read_text().strip()
         except OSError as exc:
             raise ImproperlyConfigured(f"{name}_FILE: cannot read {file_name!r}: {exc.strerror}") from None
-    return os.environ.get(name, default)
+    value = _environ(name)
+    return default if value is None else value
 
 
 def env_bool(name: str, default: bool) -> bool:
-    raw = os.environ.get(name)
+    raw = _environ(name)
     if raw is None or raw.strip() == "":
         return default
     value = raw.strip().lower()
@@ -52,7 +64,7 @@ def env_bool(name: str, default: bool) -> bool:
 
 
 def env_int(name: str, default: int, *, minimum: int | None = None, maximum: int | None = None) -> int:
-    raw = os.environ.get(name)
+    raw = _environ(name)
     if raw is None or raw.strip() == "":
         return default
     try:
@@ -64,7 +76,7 @@ def env_int(name: str, default: int, *, minimum: int | None = None, maximum: int
 
 
 def env_float(name: str, default: float, *, minimum: float | None = None, maximum: float | None = None) -> float:
-    raw = os.environ.get(name)
+    raw = _environ(name)
     if raw is None or raw.strip() == "":
         return default
     try:
@@ -78,7 +90,7 @@ def env_float(name: str, default: float, *, minimum: float | None = None, maximu
 
 
 def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
-    raw = os.environ.get(name)
+    raw = _environ(name)
     if raw is None or raw.strip() == "":
         return default
     value = raw.strip().lower()
@@ -88,7 +100,7 @@ def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
 
 
 def env_duration(name: str, default: str, *, minimum: float = 0.0) -> float:
-    raw = os.environ.get(name)
+    raw = _environ(name)
     text = default if raw is None or raw.strip() == "" else raw
     seconds = parse_duration(text)
     if seconds is None:
@@ -99,7 +111,7 @@ def env_duration(name: str, default: str, *, minimum: float = 0.0) -> float:
 
 
 def env_json(name: str, default: Any) -> Any:
-    raw = os.environ.get(name)
+    raw = _environ(name)
     if raw is None or raw.strip() == "":
         return default
     try:
@@ -109,20 +121,36 @@ def env_json(name: str, default: Any) -> Any:
 
 
 def env_list(name: str, default: list[str]) -> list[str]:
-    raw = os.environ.get(name)
+    raw = _environ(name)
     if raw is None or raw.strip() == "":
         return default
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
 def provider_secret(variable: str) -> str | None:
-    """The value of the environment variable a provider key reference names, read at run time.
+    """A provider key: the variable's value, or when it is unset, the content of the file ``NAME_FILE`` names.
 
-    Provider keys are referenced as ``${OPENAI_API_KEY}`` in the configuration and resolved here, so a key
-    rotated in the environment takes effect on the next configuration reload without touching the database.
+    Provider keys are referenced as ``${OPENAI_API_KEY}`` in the configuration and read here when the routing
+    table is compiled (at start-up and on every configuration reload, never per request), so a key rotated in
+    the environment or in its file takes effect on the next reload without touching the database. The file
+    form is how container secrets are mounted; its content is stripped of surrounding white space. None when
+    neither gives a value; ImproperlyConfigured naming ``NAME_FILE`` and the path, never the content, when the
+    file cannot be read. Whether ``variable`` may hold a provider key at all is decided before this is called
+    (routing.config.provider_keys); these names are not the gateway's settings, so they are not recorded.
     """
-    value = env_str(variable, "")
-    return value or None
+    value = os.environ.get(variable)
+    if value:
+        return value
+    file_name = os.environ.get(f"{variable}_FILE")
+    if not file_name:
+        return None
+    try:
+        content = Path(file_name).read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise ImproperlyConfigured(f"{variable}_FILE: cannot read {file_name!r}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise ImproperlyConfigured(f"{variable}_FILE: {file_name!r} is not UTF-8 text") from None
+    return content or None
 
 
 def _check_range(name: str, value: float, minimum: float | None, maximum: float | None) -> None:
@@ -286,6 +314,33 @@ GOMODEL_MASTER_KEY = env_str("GOMODEL_MASTER_KEY", "")
 # still brings its model list. Only this setting decides: revoking the last key never opens the gateway.
 GOMODEL_AUTH = env_choice("GOMODEL_AUTH", "keys", ("keys", "open"))
 GOMODEL_CONFIG = env_str("GOMODEL_CONFIG", "")
+
+# Provider key references (${NAME}): which variables a provider key may be read from (routing/core/
+# key_references.py says why). Reserved whatever the allow-list says:
+# - every variable this module reads: the set below keeps filling as the rest of this file runs, so a setting
+#   added anywhere in it is covered;
+# - the gateway's own name spaces (DJANGO_, GOMODEL_, PRO_, AUDIT_, CELERY_), settings that do not exist yet
+#   included;
+# - what the infrastructure's own clients read from this environment (libpq's PG*, POSTGRES*, DATABASE_*,
+#   REDIS_*, AMQP_*, RABBITMQ_*, proxies, CA bundles, error reporting) and credential names that are never an LLM
+#   provider's API key (passwords, secret keys, cloud client secrets).
+# Compared without regard to case. GOMODEL_PROVIDER_KEY_ENV_ALLOW narrows the rest to a comma-separated list
+# of names and prefix patterns (`OPENAI_*, ANTHROPIC_API_KEY`); unset: any name that is not reserved.
+try:
+    GOMODEL_PROVIDER_KEY_ENV_ALLOW = parse_allow_list(env_list("GOMODEL_PROVIDER_KEY_ENV_ALLOW", []))
+except ValueError as exc:
+    raise ImproperlyConfigured(f"GOMODEL_PROVIDER_KEY_ENV_ALLOW: {exc}") from None
+_ENV_NAMES_READ.update({
+    "SECRET_KEY", "PASSWORD", "DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "BROKER_URL", "SENTRY_DSN",
+    "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE",
+    "AWS_SESSION_TOKEN",
+})
+PROVIDER_KEY_ENV_RESERVED_NAMES = _ENV_NAMES_READ  # the same set: names read further down join it
+PROVIDER_KEY_ENV_RESERVED_PREFIXES = (
+    "DJANGO_", "GOMODEL_", "PRO_", "AUDIT_", "CELERY_", "DATABASE_", "REDIS_", "POSTGRES", "PG", "AMQP_", "RABBITMQ_",
+)
+PROVIDER_KEY_ENV_RESERVED_SUFFIXES = ("_SECRET_KEY", "_SECRET_ACCESS_KEY", "_CLIENT_SECRET", "_PASSWORD")
+
 # How often each worker process checks whether the routing configuration changed (hot reload).
 GOMODEL_CONFIG_POLL_SECONDS = env_float("GOMODEL_CONFIG_POLL_SECONDS", 1.0, minimum=0.05, maximum=60)
 GOMODEL_MAX_BODY_BYTES = env_int("GOMODEL_MAX_BODY_BYTES", 10 * 1024 * 1024, minimum=1024)

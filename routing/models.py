@@ -15,9 +15,10 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models
 
+from routing.config.provider_keys import variable_refusal
+from routing.core.key_references import reference_variable
 from routing.core.table import CAPABILITIES, PROVIDER_KINDS, STRATEGIES
 
-ENV_REFERENCE = re.compile(r"^(?:\$\{(?P<a>[A-Za-z_][A-Za-z0-9_]*)\}|os\.environ/(?P<b>[A-Za-z_][A-Za-z0-9_]*))$")
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,199}$")
 MODALITIES = ("text", "image", "audio", "file")
 FINISH_REASONS = ("stop", "length", "tool_calls", "content_filter")
@@ -32,10 +33,7 @@ PROVIDER_KIND_LABELS = {
 
 def env_reference_name(reference: str) -> str | None:
     """The environment variable a key reference names (``${OPENAI_API_KEY}`` -> ``OPENAI_API_KEY``)."""
-    match = ENV_REFERENCE.match(reference.strip())
-    if match is None:
-        return None
-    return match.group("a") or match.group("b")
+    return reference_variable(reference)
 
 
 def validate_name(value: str) -> None:
@@ -46,12 +44,17 @@ def validate_name(value: str) -> None:
 
 
 def validate_env_reference(value: str) -> None:
-    if env_reference_name(value) is None:
+    """A reference to a variable that may hold a provider key: never one of the gateway's own settings."""
+    variable = env_reference_name(value)
+    if variable is None:
         raise ValidationError(
             "Enter a reference to an environment variable such as ${OPENAI_API_KEY}; "
             "raw keys are never stored in the database.",
             code="not_a_reference",
         )
+    refusal = variable_refusal(variable)
+    if refusal is not None:
+        raise ValidationError(f"{refusal}.", code="refused_variable")
 
 
 def _check_list_of(value: object, allowed: tuple[str, ...], what: str) -> None:

@@ -17,8 +17,8 @@ from typing import TypeVar
 from django.conf import settings
 from django.db import close_old_connections
 
-from gomodel_site.settings import provider_secret
 from routing import models as m
+from routing.config.provider_keys import look_up
 from routing.core.table import (
     ContractSpec,
     KeySpec,
@@ -74,28 +74,32 @@ def compile_settings(row: m.RoutingSettings | None) -> RoutingSettings:
 def compile_table(version: int) -> RoutingTable:
     """A RoutingTable from the database as it is now (runs in a thread, never on the event loop)."""
     providers: list[ProviderSpec] = []
-    missing: list[str] = []
     for provider in m.Provider.objects.prefetch_related("keys").filter(enabled=True):
         keys: list[Secret] = []
+        problems: list[str] = []
+        # Every stored reference is checked against today's rules before its variable is read: a row written
+        # before a rule existed, or past the admin, must not send a reserved variable's value anywhere.
         for key in provider.keys.all():
-            variable = m.env_reference_name(key.reference)
-            value = provider_secret(variable) if variable else None
-            if value is None:
-                missing.append(f"{provider.name}: {key.reference}")
+            found = look_up(key.reference)
+            if found.value is not None:
+                keys.append(Secret(found.value))
             else:
-                keys.append(Secret(value))
+                shown = key.reference if m.env_reference_name(key.reference) else "(not a reference)"
+                problems.append(f"key {shown}: {found.problem}")
+        if problems:
+            log.warning("provider %s: %s%s", provider.name, "; ".join(problems),
+                        "" if keys else "; no usable key, so its attempts fail without being sent")
         providers.append(
             ProviderSpec(
                 name=provider.name,
                 kind=provider.kind,
                 base_url=provider.base_url.rstrip("/"),
                 api_keys=tuple(keys),
+                key_problems=tuple(problems),
                 api_version=provider.api_version,
                 timeout_s=float(provider.timeout_seconds),
             )
         )
-    if missing:
-        log.warning("provider key references with no value in the environment: %s", ", ".join(missing))
     enabled_providers = {p.name for p in providers}
 
     models = [

@@ -37,7 +37,7 @@ class ErrorClass(StrEnum):
 # INCOMPATIBLE reasons that say the *target* is broken for every request (our key, our model name, our
 # account), not that this one request does not fit it. The health model cools such a target for the
 # maximum; the other INCOMPATIBLE reasons (context_overflow, unsupported) never cool a target.
-TARGET_FAULT_REASONS = frozenset({"auth", "not_found", "quota"})
+TARGET_FAULT_REASONS = frozenset({"auth", "not_found", "quota", "key_unavailable"})
 
 # The reason of a failure that cannot have reached the provider's model: the connection was never made.
 # Only these are retried on the same route by default (nothing billable can have happened).
@@ -54,7 +54,8 @@ class AttemptOutcome:
 
     - PERMANENT: ``bad_request``, ``content_filter``
     - TRANSIENT: ``rate_limited``, ``overloaded``, ``server_error``, ``connect_error``, ``timeout``
-    - INCOMPATIBLE: ``context_overflow``, ``unsupported``, ``auth``, ``not_found``, ``quota``
+    - INCOMPATIBLE: ``context_overflow``, ``unsupported``, ``auth``, ``not_found``, ``quota``,
+      ``key_unavailable`` (no configured key of the provider resolved: nothing was sent)
     - INVALID_RESPONSE: ``malformed``, ``truncated``, ``schema``, ``tool_call``, ``too_short``, ``custom``
     - AMBIGUOUS: ``timeout``, ``connection_lost``, ``stream_cut``
     - success: ``ok``

@@ -47,7 +47,10 @@ class ProviderSpec:
     name: str
     kind: str  # one of PROVIDER_KINDS
     base_url: str
-    api_keys: tuple[Secret, ...] = ()
+    api_keys: tuple[Secret, ...] = ()  # the configured keys that resolved to a value
+    # Why configured keys gave no value (a reference refused, a variable unset): names, never values. With
+    # problems and no key left, an attempt fails as a configuration error instead of going out without a key.
+    key_problems: tuple[str, ...] = ()
     api_version: str = ""  # azure_openai only
     timeout_s: float = 600.0
 

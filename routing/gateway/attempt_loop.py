@@ -52,6 +52,7 @@ _FAILURE_WORDS = {
     "unsupported": "no eligible model supports a parameter of this request",
     "auth": "the gateway's provider credentials were refused",
     "not_found": "the provider does not know the configured model",
+    "key_unavailable": "the gateway has no usable provider key configured (its log names the key reference)",
 }
 
 
@@ -132,6 +133,12 @@ class AttemptLoop:
         """One attempt; None when the request cannot be sent to this target (recorded as a fallback)."""
         provider = self.call.table.providers[model.provider]
         keys = provider.api_keys
+        if not keys and provider.key_problems:
+            # Keys are configured but none resolved (a reference refused, a variable unset): going out without
+            # one would only earn a 401, so the attempt fails here as the configuration error it is.
+            health.end(time.monotonic(), probe=probe)
+            record.error_message = f"provider {provider.name} has no usable key: {'; '.join(provider.key_problems)}"
+            return AttemptResult(AttemptOutcome.failure(ErrorClass.INCOMPATIBLE, "key_unavailable"))
         api_key = keys[state.next_key_index(provider.name, len(keys))].reveal() if keys else ""
         spec = AttemptSpec(provider=provider, model=model, body=self.call.body, inbound=self.call.inbound,
                            stream=self.call.features.stream, api_key=api_key,

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture(autouse=True)
 def provider_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("GOMODEL_DEMO_KEY", "sk-test-demo")
+    monkeypatch.setenv("DEMO_PROVIDER_KEY", "sk-test-demo")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-openai")
 
 
@@ -67,9 +67,9 @@ def test_it_changes_nothing_when_the_same_file_is_loaded_twice(tmp_path: Path) -
 def test_it_keeps_key_references_as_references() -> None:
     load_config_file(str(DEMO), author="test")
     text = dump_yaml(dump_config())
-    assert "${GOMODEL_DEMO_KEY}" in text
+    assert "${DEMO_PROVIDER_KEY}" in text
     assert "sk-test-demo" not in text
-    assert set(m.ProviderKey.objects.values_list("reference", flat=True)) == {"${GOMODEL_DEMO_KEY}"}
+    assert set(m.ProviderKey.objects.values_list("reference", flat=True)) == {"${DEMO_PROVIDER_KEY}"}
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
-from django.test import Client
+from django.test import Client, override_settings
 
 from routing import models as m
 from routing.config.versioning import current_version
@@ -192,3 +192,31 @@ def test_lists_are_searchable_and_filterable(admin_client: Client, catalogue: m.
     assert "openai/gpt-5" in page and "openai/gpt-4o-mini" not in page
     page = admin_client.get(f"/admin/routing/providermodel/?provider__id__exact={catalogue.pk}")
     assert page.status_code == 200
+
+
+def provider_post(reference: str) -> dict[str, Any]:
+    return {
+        "name": "openai", "kind": "openai", "base_url": "https://api.openai.com/v1", "timeout_seconds": "600",
+        "enabled": "on", "keys-TOTAL_FORMS": "1", "keys-INITIAL_FORMS": "0", "keys-MIN_NUM_FORMS": "0",
+        "keys-MAX_NUM_FORMS": "1000", "keys-0-reference": reference, "keys-0-position": "0",
+    }
+
+
+@pytest.mark.parametrize("reference", ["${DJANGO_SECRET_KEY}", "${DATABASE_URL}", "${GOMODEL_MASTER_KEY}",
+                                       "os.environ/REDIS_URL", "${PGPASSWORD}"])
+def test_it_refuses_a_key_reference_to_the_gateways_own_settings(admin_client: Client, reference: str) -> None:
+    response = admin_client.post("/admin/routing/provider/add/", provider_post(reference))
+    errors = errors_of(response)
+    variable = m.env_reference_name(reference)
+    assert any(e.startswith(f"{variable} is reserved") for e in errors["targets.reference"]), errors
+    assert not m.Provider.objects.exists()
+
+
+def test_it_narrows_key_references_to_the_allow_list(admin_client: Client) -> None:
+    with override_settings(GOMODEL_PROVIDER_KEY_ENV_ALLOW=("OPENAI_*",)):
+        response = admin_client.post("/admin/routing/provider/add/", provider_post("${GROQ_API_KEY}"))
+        errors = errors_of(response)
+        assert errors["targets.reference"] == ["GROQ_API_KEY is not in GOMODEL_PROVIDER_KEY_ENV_ALLOW (OPENAI_*)."]
+        response = admin_client.post("/admin/routing/provider/add/", provider_post("${OPENAI_API_KEY}"))
+    assert response.status_code == 302
+    assert list(m.ProviderKey.objects.values_list("reference", flat=True)) == ["${OPENAI_API_KEY}"]

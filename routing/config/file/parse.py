@@ -12,7 +12,6 @@ from typing import Any
 import yaml
 from django.core.exceptions import ValidationError
 
-from gomodel_site.settings import provider_secret
 from routing import models as m
 from routing.config.file.checks import (
     _as_list,
@@ -26,6 +25,7 @@ from routing.config.file.checks import (
 )
 from routing.config.file.contract import _parse_contract
 from routing.config.file.schema import SECTIONS, SETTINGS_FIELDS, ConfigError
+from routing.config.provider_keys import look_up
 from routing.core.graph import check_virtual_graph
 from routing.core.table import CAPABILITIES, PROVIDER_KINDS, STRATEGIES
 
@@ -126,7 +126,7 @@ def _known(name: Any, names: set[str]) -> bool:
 
 
 def _parse_provider(chk: _Checker, path: str, entry: dict[str, Any]) -> dict[str, Any]:
-    """One ``providers`` entry; its key references must name variables that are set."""
+    """One ``providers`` entry; its key references must name variables that may hold a key, and are set."""
     _check_unknown_keys(chk, path, entry, ("name", "kind", "base_url", "api_key", "api_keys", "api_version",
                                            "timeout_seconds", "enabled"))
     _check_name(chk, f"{path}.name", entry.get("name"))
@@ -151,8 +151,8 @@ def _parse_provider(chk: _Checker, path: str, entry: dict[str, Any]) -> dict[str
             # Never echo the value: it may be a raw key pasted by mistake.
             chk.add(kpath, "expected a reference to an environment variable such as ${OPENAI_API_KEY}; "
                            "raw keys are not accepted")
-        elif provider_secret(var) is None:
-            chk.add(kpath, f"environment variable {var} is not set")
+        elif (problem := look_up(ref).problem) is not None:
+            chk.add(kpath, problem)
         else:
             keys.append(ref.strip())
     _check_number(chk, f"{path}.timeout_seconds", entry.get("timeout_seconds"), minimum=1, integer=True)

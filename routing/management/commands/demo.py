@@ -40,8 +40,9 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         port = options["port"]
-        # The simulator accepts any key; the providers reference this variable like a real deployment would.
-        os.environ.setdefault("GOMODEL_DEMO_KEY", "demo-" + secrets.token_hex(8))
+        # The simulator accepts any key; the providers reference this variable like a real deployment would
+        # (not a GOMODEL_ name: those are reserved for the gateway's own settings).
+        os.environ.setdefault("DEMO_PROVIDER_KEY", "demo-" + secrets.token_hex(8))
         Path(settings.BASE_DIR, "var").mkdir(exist_ok=True)
         call_command("migrate", verbosity=0)
         # The gateway serves the collected files itself, as in production: hashed names, gzip and Brotli.
