@@ -9,6 +9,10 @@ import sys
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gomodel_site.settings")
+    if sys.argv[1:2] == ["demo"]:
+        # Settings are read before any command runs: the demo, and the processes it starts, may use the public
+        # fallback secret key that production refuses (gomodel_site/settings.py).
+        os.environ.setdefault("GOMODEL_DEMO", "true")
     try:
         from django.core.exceptions import ImproperlyConfigured
         from django.core.management import execute_from_command_line

@@ -197,9 +197,43 @@ def database_from_url(name: str, url: str) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------------------
 
 DEBUG = env_bool("DJANGO_DEBUG", False)
-SECRET_KEY = env_str("DJANGO_SECRET_KEY", "") or "insecure-demo-key-set-DJANGO_SECRET_KEY-in-production"
+# The one-machine demo (`manage.py demo` sets GOMODEL_DEMO=true) and DJANGO_DEBUG may run on a public, fixed
+# secret key. Anything else is production, where a known key lets anyone forge admin sessions and signed
+# values: it refuses to start without one.
+GOMODEL_DEMO = env_bool("GOMODEL_DEMO", False)
+# Refused at the end of this module when production has none, so that any other bad value is named first.
+SECRET_KEY = env_str("DJANGO_SECRET_KEY", "") or (
+    "insecure-demo-key-set-DJANGO_SECRET_KEY-in-production" if GOMODEL_DEMO or DEBUG else ""
+)
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
+
+# HTTPS for the admin and the auditor pages. The gateway speaks plain HTTP; TLS ends in front of it (a load
+# balancer or reverse proxy) or in the server (granian --ssl-certificate). DJANGO_HTTPS=true says browsers reach
+# it over HTTPS: the session and CSRF cookies are marked Secure, a page requested over plain HTTP is redirected
+# to https://, and HSTS keeps browsers there. The API, the probes and /metrics are never redirected: a load
+# balancer's health check and a client on loopback speak plain HTTP to the gateway itself, and a redirected
+# POST would come back as a GET after its key had already crossed in clear. (They are served without Django's
+# middleware anyway, see gomodel_site/asgi.py; the exemption keeps it so should that change.) Behind a proxy
+# every request reaches Django as plain HTTP unless DJANGO_SECURE_PROXY_SSL_HEADER names the header the proxy
+# sets to "https" (X-Forwarded-Proto): set it only when the proxy overwrites that header on every request.
+DJANGO_HTTPS = env_bool("DJANGO_HTTPS", False)
+_proxy_ssl_header = env_str("DJANGO_SECURE_PROXY_SSL_HEADER", "").strip()
+if _proxy_ssl_header and not _proxy_ssl_header.replace("-", "").replace("_", "").isalnum():
+    raise ImproperlyConfigured(
+        f"DJANGO_SECURE_PROXY_SSL_HEADER: expected a header name such as X-Forwarded-Proto, got {_proxy_ssl_header!r}"
+    )
+SECURE_PROXY_SSL_HEADER = (
+    ("HTTP_" + _proxy_ssl_header.upper().replace("-", "_"), "https") if _proxy_ssl_header else None
+)
+SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", DJANGO_HTTPS)
+SECURE_REDIRECT_EXEMPT = [r"^v1/", r"^health(/|$)", r"^metrics/?$"]
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env_bool("DJANGO_SECURE_COOKIES", DJANGO_HTTPS)
+SECURE_HSTS_SECONDS = env_int("DJANGO_HSTS_SECONDS", 31_536_000 if DJANGO_HTTPS else 0, minimum=0)
+# HSTS from gateway.example.com covers *.gateway.example.com only, not example.com's other hosts.
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_HSTS_INCLUDE_SUBDOMAINS", DJANGO_HTTPS)
+# Consent to browsers' built-in HSTS lists: the operator's decision, never a default.
+SECURE_HSTS_PRELOAD = env_bool("DJANGO_HSTS_PRELOAD", False)
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -458,3 +492,14 @@ LOGGING = {
         "django": {"handlers": ["console"], "level": "WARNING", "propagate": False},
     },
 }
+
+
+# --------------------------------------------------------------------------------------------------------
+# Production refuses to start without a secret key (see DJANGO_SECRET_KEY above); checked last.
+# --------------------------------------------------------------------------------------------------------
+
+if not SECRET_KEY:
+    raise ImproperlyConfigured(
+        "DJANGO_SECRET_KEY: not set; production needs a long random value (python3 -c 'import secrets; "
+        "print(secrets.token_urlsafe(50))'), given directly or as DJANGO_SECRET_KEY_FILE"
+    )

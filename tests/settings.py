@@ -9,6 +9,9 @@ import tempfile
 os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/gomodel")
 os.environ.setdefault("AUDIT_SPOOL_DIR", tempfile.mkdtemp(prefix="gomodel-test-spool-"))
 os.environ.setdefault("GOMODEL_CONFIG_POLL_SECONDS", "0.2")
+# Production refuses to start without a secret key; the tests, and the gateway processes they start (which
+# inherit this environment), run with one made up for them rather than the demo's public fallback.
+os.environ.setdefault("DJANGO_SECRET_KEY", "tests-only-secret-key-" + "0123456789abcdefghijklmnopqrstuvwxyz")
 
 from gomodel_site.settings import *  # noqa: E402,F403
 
