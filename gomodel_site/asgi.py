@@ -6,6 +6,9 @@ of the API (``/v1/``), the probes and ``/metrics`` go to a Django handler withou
 middleware would cost a thread hop per request. ``/static/`` goes to ServeStatic (gomodel_site/static_files.py),
 checked only after the API prefixes so it adds nothing to an API request. Everything else (the admin, the
 auditor pages) goes to the standard handler with sessions, CSRF and authentication.
+
+The server must speak the ASGI lifespan protocol (``granian --interface asgi``, uvicorn's default): its startup
+makes SIGTERM drain the worker and its shutdown flushes the audit (routing/ops/shutdown.py).
 """
 
 from __future__ import annotations
@@ -22,12 +25,14 @@ from django.core.handlers.asgi import ASGIHandler  # noqa: E402
 from gomodel_site.static_files import static_files_app, static_prefix  # noqa: E402
 from routing.api.django_handler import ProxyASGIHandler  # noqa: E402
 from routing.api.relay_handler import RelayHandler  # noqa: E402
+from routing.ops.shutdown import drain, start_serving, stop_gateway  # noqa: E402
 from routing.ops.startup import start_gateway  # noqa: E402
 
 LEAN_PREFIXES = ("/v1/", "/health", "/metrics")
 
-_lean = RelayHandler(fallback=ProxyASGIHandler())
-_full = ASGIHandler()
+# Tracked: their requests are in flight for the drain at a stop (GOMODEL_SHUTDOWN_GRACE).
+_lean = drain.track(RelayHandler(fallback=ProxyASGIHandler()))
+_full = drain.track(ASGIHandler())
 STATIC_PREFIX = static_prefix()
 _static = static_files_app(fallback=_full)  # a missing file gets Django's 404 page
 
@@ -46,11 +51,10 @@ async def application(scope, receive, send):  # type: ignore[no-untyped-def]
 
 
 async def _lifespan(receive, send):  # type: ignore[no-untyped-def]
-    from routing.ops.startup import stop_gateway
-
     while True:
         message = await receive()
         if message["type"] == "lifespan.startup":
+            await start_serving()
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
             await stop_gateway()

@@ -14,6 +14,7 @@ from django.http import HttpRequest, JsonResponse
 
 from routing.clients.db_thread import in_db_thread
 from routing.config.runtime import runtime
+from routing.ops.shutdown import drain
 
 log = logging.getLogger("gomodel.probes")
 _logged_problem: str | None = None  # the database problem last logged, so a probe every second logs it once
@@ -53,7 +54,9 @@ def reload_problem(last_error: str) -> str:
 
 
 async def ready(request: HttpRequest) -> JsonResponse:
-    """Ready to route: the database answers and a routing table is loaded."""
+    """Ready to route: not stopping, the database answers and a routing table is loaded."""
+    if drain.draining:  # SIGTERM: the requests in flight finish, new work goes elsewhere
+        return JsonResponse({"status": "draining", "checks": {"shutdown": "draining"}}, status=503)
     db_problem = await in_db_thread(database_problem)()
     table = runtime.table()
     checks = {

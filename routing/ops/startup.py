@@ -1,4 +1,4 @@
-"""Start-up and shutdown of a gateway worker process.
+"""Start-up of a gateway worker process (its shutdown is in ``routing.ops.shutdown``).
 
 Start-up runs at import of the ASGI module, which some servers do inside their event loop; the database work
 therefore runs in a helper thread that start-up waits for.
@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import threading
 
-from django.apps import apps
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import IntegrityError, close_old_connections
@@ -87,20 +86,3 @@ def start_gateway() -> None:
     thread.join()
     if errors:
         raise errors[0]
-
-
-async def stop_gateway() -> None:
-    """Flush what must not be lost (audit) and close upstream connections."""
-    runtime.stop()
-    if not apps.is_installed("audit"):
-        return
-    from audit import publisher
-
-    await _in_thread(publisher.shutdown)
-
-
-async def _in_thread(func) -> None:  # type: ignore[no-untyped-def]
-    from asgiref.sync import sync_to_async
-
-    await sync_to_async(func, thread_sensitive=False)()
-
