@@ -5,7 +5,8 @@ Four handlers share one process. The two relay endpoints (``POST /v1/chat/comple
 of the API (``/v1/``), the probes and ``/metrics`` go to a Django handler without middleware: every sync
 middleware would cost a thread hop per request. ``/static/`` goes to ServeStatic (gomodel_site/static_files.py),
 checked only after the API prefixes so it adds nothing to an API request. Everything else (the admin, the
-auditor pages) goes to the standard handler with sessions, CSRF and authentication.
+auditor pages) goes to the standard handler with sessions, CSRF and authentication. Every handler reads a
+body in memory and refuses it while it arrives when too large or too slow (routing/api/body_read.py).
 
 The server must speak the ASGI lifespan protocol (``granian --interface asgi``, uvicorn's default): its startup
 makes SIGTERM drain the worker and its shutdown flushes the audit (routing/ops/shutdown.py).
@@ -20,10 +21,8 @@ import django
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gomodel_site.settings")
 django.setup(set_prefix=False)
 
-from django.core.handlers.asgi import ASGIHandler  # noqa: E402
-
 from gomodel_site.static_files import static_files_app, static_prefix  # noqa: E402
-from routing.api.django_handler import ProxyASGIHandler  # noqa: E402
+from routing.api.django_handler import BoundedASGIHandler, ProxyASGIHandler  # noqa: E402
 from routing.api.relay_handler import RelayHandler  # noqa: E402
 from routing.ops.shutdown import drain, start_serving, stop_gateway  # noqa: E402
 from routing.ops.startup import start_gateway  # noqa: E402
@@ -32,7 +31,7 @@ LEAN_PREFIXES = ("/v1/", "/health", "/metrics")
 
 # Tracked: their requests are in flight for the drain at a stop (GOMODEL_SHUTDOWN_GRACE).
 _lean = drain.track(RelayHandler(fallback=ProxyASGIHandler()))
-_full = drain.track(ASGIHandler())
+_full = drain.track(BoundedASGIHandler())  # bodies in memory, bounded in size and time
 STATIC_PREFIX = static_prefix()
 _static = static_files_app(fallback=_full)  # a missing file gets Django's 404 page
 

@@ -377,10 +377,13 @@ PROVIDER_KEY_ENV_RESERVED_SUFFIXES = ("_SECRET_KEY", "_SECRET_ACCESS_KEY", "_CLI
 
 # How often each worker process checks whether the routing configuration changed (hot reload).
 GOMODEL_CONFIG_POLL_SECONDS = env_float("GOMODEL_CONFIG_POLL_SECONDS", 1.0, minimum=0.05, maximum=60)
+# Bodies are read into memory and refused while they arrive (routing/api/body_read.py): /v1 bodies past
+# GOMODEL_MAX_BODY_BYTES, any other path's (the admin, the auditor pages, the probes) past Django's own
+# DATA_UPLOAD_MAX_MEMORY_SIZE, kept at its 2.5 MB default; and any body still arriving GOMODEL_BODY_TIMEOUT
+# after its request did.
 GOMODEL_MAX_BODY_BYTES = env_int("GOMODEL_MAX_BODY_BYTES", 10 * 1024 * 1024, minimum=1024)
-# Django refuses a request body over its own limit (2.5 MB by default) when a view reads it: the gateway's
-# limit is the one that applies.
-DATA_UPLOAD_MAX_MEMORY_SIZE = GOMODEL_MAX_BODY_BYTES
+DATA_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
+GOMODEL_BODY_TIMEOUT = env_duration("GOMODEL_BODY_TIMEOUT", "30s", minimum=0.1)
 GOMODEL_DEFAULT_DEADLINE_MS = env_int("GOMODEL_DEFAULT_DEADLINE_MS", 120_000, minimum=100)
 GOMODEL_UPSTREAM_CONNECT_TIMEOUT = env_duration("GOMODEL_UPSTREAM_CONNECT_TIMEOUT", "5s")
 GOMODEL_UPSTREAM_MAX_CONNECTIONS = env_int("GOMODEL_UPSTREAM_MAX_CONNECTIONS", 1000, minimum=1)

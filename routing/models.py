@@ -81,20 +81,20 @@ def validate_string_list(value: object) -> None:
 
 
 def validate_json_schema(value: object) -> None:
-    """A JSON schema the validator can compile (draft 2020-12 unless the schema says otherwise)."""
+    """A JSON schema the gateway can evaluate (draft 2020-12 unless the schema says otherwise).
+
+    The same check as a client's schema gets, so a contract the admin accepts is one the gateway runs:
+    among others, every ``pattern`` must compile on RE2 (no backreferences or lookaround).
+    """
     if value in (None, {}):
         return
     if not isinstance(value, dict):
         raise ValidationError("A JSON schema must be an object.", code="invalid_value")
-    from jsonschema import exceptions, validators
+    from routing.gateway.json_schema import schema_problems
 
-    try:
-        validators.validator_for(value).check_schema(value)
-    except exceptions.SchemaError as exc:
-        where = "/".join(str(p) for p in exc.path)
-        raise ValidationError(
-            f"Invalid JSON schema{' at ' + where if where else ''}: {exc.message}", code="invalid_value"
-        ) from None
+    problems = schema_problems(value)
+    if problems:
+        raise ValidationError(f"Invalid JSON schema: {problems[0]}", code="invalid_value")
 
 
 class Provider(models.Model):

@@ -9,8 +9,12 @@ from __future__ import annotations
 from typing import Any, TypeGuard
 
 from routing.gateway.gateway_error import GatewayError
+from routing.gateway.schema_patterns import pattern_problems
 from routing.providers.errors import Inbound
 
+# Objects and arrays inside one another, the body itself being the first. Far more than any request needs
+# (a tool schema 25 levels deep fits) and far less than what makes Python's recursion run out downstream.
+MAX_NESTING = 64
 OPENAI_ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 ANTHROPIC_ROLES = ("user", "assistant")
 RESPONSE_FORMATS = ("text", "json_object", "json_schema")
@@ -137,3 +141,54 @@ def _check_anthropic(body: dict[str, Any], messages: list[Any]) -> None:
                         "thinking": ("an object", lambda v: isinstance(v, dict)),
                         "top_k": ("an integer", _is_int)})
     _check_tools(body.get("tools"), anthropic=True)
+
+
+_CONTAINERS = (dict, list)
+
+
+def check_nesting(body: Any) -> None:
+    """Raise GatewayError(400) when ``body`` nests objects and arrays deeper than MAX_NESTING.
+
+    One pass over the containers, level by level and without recursion; ``type() in`` rather than
+    ``isinstance``, because this runs on every request and costs a microsecond for a usual chat body.
+    """
+    level = [body]
+    depth = 1
+    while level:
+        if depth > MAX_NESTING:
+            raise nesting_error()
+        deeper: list[Any] = []
+        add = deeper.append
+        for node in level:
+            for child in node.values() if type(node) is dict else node:
+                if type(child) in _CONTAINERS:
+                    add(child)
+        level = deeper
+        depth += 1
+
+
+def nesting_error() -> GatewayError:
+    return GatewayError(400, f"The request body nests objects and arrays deeper than {MAX_NESTING} levels.",
+                        code="json_too_deep", error_class="permanent")
+
+
+def check_tool_schemas(body: dict[str, Any]) -> None:
+    """Raise GatewayError(400) naming the tool whose parameter schema has a pattern RE2 cannot run.
+
+    Tool calls are validated against these schemas, with patterns on RE2 (routing/gateway/json_schema.py);
+    refused here, before any upstream call, the client hears which tool and which pattern.
+    """
+    for field in ("tools", "functions"):
+        tools = body.get(field)
+        if not isinstance(tools, list):
+            continue
+        for i, tool in enumerate(tools):
+            if not isinstance(tool, dict):
+                continue
+            function = tool.get("function")
+            places = [("function.parameters", function.get("parameters") if isinstance(function, dict) else None),
+                      ("parameters", tool.get("parameters")), ("input_schema", tool.get("input_schema"))]
+            for name, schema in places:
+                problems = pattern_problems(schema) if isinstance(schema, dict) else []
+                if problems:
+                    raise _fail(f"{field}[{i}].{name}", f"the JSON schema cannot be used: {problems[0]}")

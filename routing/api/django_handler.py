@@ -3,15 +3,21 @@
 Django's own ASGIHandler sends ``request_started`` through ``sync_to_async`` (its receivers are sync) and
 closes every response through ``sync_to_async`` as well: two trips to a worker thread per request, on a path
 that never touches the database from the event loop. Before it reads a ``/v1`` body it authenticates the
-caller from the headers (routing/api/gateway_auth.py), answering a 401 at once. It keeps everything else
-Django does: body spooling, request creation, URL resolution, exception-to-response conversion and,
-importantly, cancelling the view when the client disconnects (which cancels the upstream request).
+caller from the headers (routing/api/gateway_auth.py), answering a 401 at once, and it reads the body with
+routing/api/body_read.py (in memory, refused while it arrives when too large or too slow) instead of spooling
+it to a temporary file. It keeps everything else Django does: request creation, URL resolution,
+exception-to-response conversion and, importantly, cancelling the view when the client disconnects (which
+cancels the upstream request).
+
+``BoundedASGIHandler`` is Django's full handler, for the admin and the auditor pages, with the same body reading.
 """
 
 from __future__ import annotations
 
 import asyncio
+import io
 from collections.abc import Callable
+from typing import IO
 
 from django.core.exceptions import RequestAborted
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix
@@ -20,13 +26,55 @@ from django.http import HttpResponseBase
 from django.urls import set_script_prefix
 
 from routing.api import views
-from routing.api.asgi_types import Receive, Scope, Send
+from routing.api.arrival import ARRIVAL_ATTRIBUTE, Arrival
+from routing.api.asgi_types import Message, Receive, Scope, Send
+from routing.api.body_read import BodyRefused, ClientGone, read_body, refusal_response, with_length
 from routing.api.gateway_auth import CALLER_ATTRIBUTE, caller_from_scope
 from routing.config.runtime import current_table
 from routing.gateway.gateway_error import GatewayError
 
 # /v1 paths anyone may read: the API's description.
 PUBLIC_PATHS = frozenset({"/v1/openapi.json"})
+
+
+class BoundedASGIHandler(ASGIHandler):
+    """Django's own ASGI handler (middleware, sessions, CSRF: the admin and the auditor pages) with the body
+    read by routing/api/body_read.py: in memory, under DATA_UPLOAD_MAX_MEMORY_SIZE and GOMODEL_BODY_TIMEOUT.
+
+    Django's would spool any body, however large, to a temporary file with blocking writes on the event loop,
+    wait for it forever, and let a chunked body (no Content-Length) past its own size check.
+    """
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            body = await read_body(scope, receive, Arrival.now())
+        except ClientGone:
+            return
+        except BodyRefused as too_large_or_slow:
+            # No request_started was sent, so the response is not closed (its close sends request_finished).
+            await self.send_response(refusal_response(scope, too_large_or_slow), send)
+            return
+        await super().handle(with_length(scope, body), _replay(body, receive), send)
+
+    async def read_body(self, receive: Receive) -> IO[bytes]:
+        """The body ``handle`` read already, handed on by ``_replay`` as its first message."""
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise RequestAborted
+        return io.BytesIO(message.get("body", b""))
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """``receive`` whose first message is the whole of ``body``, already read; then the client's own messages
+    (the disconnect Django listens for while the view runs)."""
+    first: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def replayed() -> Message:
+        if first:
+            return first.pop()
+        return await receive()
+
+    return replayed
 
 
 class ProxyASGIHandler(ASGIHandler):
@@ -38,6 +86,7 @@ class ProxyASGIHandler(ASGIHandler):
         self._middleware_chain = convert_exception_to_response(self._get_response_async)  # type: ignore[attr-defined]
 
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        arrival = Arrival.now()
         caller = None
         if scope["path"].startswith("/v1/") and scope["path"] not in PUBLIC_PATHS:
             try:  # from the headers, before the body is read: an unknown caller cannot make us wait for it
@@ -47,10 +96,17 @@ class ProxyASGIHandler(ASGIHandler):
                 await self.send_response(refusal, send)
                 refusal.close()
                 return
-        try:
-            body_file = await self.read_body(receive)
-        except RequestAborted:
+        try:  # in memory, under the path's limit and GOMODEL_BODY_TIMEOUT (routing/api/body_read.py)
+            body = await read_body(scope, receive, arrival)
+        except ClientGone:
             return
+        except BodyRefused as too_large_or_slow:
+            refusal = refusal_response(scope, too_large_or_slow)
+            await self.send_response(refusal, send)
+            refusal.close()
+            return
+        body_file = io.BytesIO(body)
+        scope = with_length(scope, body)
         set_script_prefix(get_script_prefix(scope))
         created = self.create_request(scope, body_file)  # (the request, None) or (None, the error response)
         if created[0] is None:
@@ -60,6 +116,7 @@ class ProxyASGIHandler(ASGIHandler):
             error_response.close()
             return
         request = created[0]
+        setattr(request, ARRIVAL_ATTRIBUTE, arrival)
         if caller is not None:
             setattr(request, CALLER_ATTRIBUTE, caller)
 

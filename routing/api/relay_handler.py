@@ -2,9 +2,10 @@
 
 They are the gateway's hot path, so this handler does only what they need around the Django views in
 ``routing/api/views.py``: authenticate the caller from the headers (routing/api/gateway_auth.py) and answer
-a 401 without reading the body, read the body into memory (refusing it past ``GOMODEL_MAX_BODY_BYTES`` while it
-arrives), build the Django request, call the view in the request's own task, and send the response. A
-watcher waits for the client's disconnect and cancels that task, which cancels the upstream request.
+a 401 without reading the body, read the body into memory (routing/api/body_read.py: refused while it
+arrives past ``GOMODEL_MAX_BODY_BYTES`` or ``GOMODEL_BODY_TIMEOUT``), build the Django request, call the view
+in the request's own task, and send the response. A watcher waits for the client's disconnect and cancels
+that task, which cancels the upstream request.
 
 What it leaves out, measured to cost ~15% of a worker's CPU under load: URL resolution (two fixed paths),
 the body spooled to a temporary file, a second task per request and ``asyncio.wait``, and the
@@ -21,12 +22,13 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
-from django.conf import settings
 from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
 
 from routing.api import views
+from routing.api.arrival import ARRIVAL_ATTRIBUTE, Arrival
 from routing.api.asgi_types import ASGIApp, Receive, Scope, Send
+from routing.api.body_read import BodyRefused, ClientGone, read_body, refusal_response
 from routing.api.gateway_auth import CALLER_ATTRIBUTE, caller_from_scope
 from routing.config.runtime import current_table
 from routing.gateway.gateway_error import GatewayError
@@ -42,10 +44,6 @@ ROUTES: dict[str, tuple[View, Inbound]] = {
 }
 
 
-class ClientGone(Exception):
-    """The client disconnected before its whole body arrived."""
-
-
 class RelayHandler:
     def __init__(self, fallback: ASGIApp) -> None:
         self.fallback = fallback
@@ -56,23 +54,22 @@ class RelayHandler:
             await self.fallback(scope, receive, send)
             return
         view, inbound = route
+        arrival = Arrival.now()  # the request's deadline starts here, before its body has arrived
         try:  # from the headers, before a byte of the body is read: an unknown caller cannot make us wait
             caller = caller_from_scope(scope, current_table())
         except GatewayError as exc:
             await _send(views.error_response(inbound, exc), send)
             return
         try:
-            body = await _read_body(receive, settings.GOMODEL_MAX_BODY_BYTES)
+            body = await read_body(scope, receive, arrival)
         except ClientGone:
             return
-        if body is None:
-            limit = settings.GOMODEL_MAX_BODY_BYTES
-            await _send(views.error_response(inbound, GatewayError(
-                413, f"The request body is larger than the limit of {limit} bytes.", code="request_too_large",
-                error_class="permanent")), send)
+        except BodyRefused as refusal:  # too large or too slow, refused while it arrived
+            await _send(refusal_response(scope, refusal), send)
             return
         request = ASGIRequest(scope, io.BytesIO(body))
         setattr(request, CALLER_ATTRIBUTE, caller)
+        setattr(request, ARRIVAL_ATTRIBUTE, arrival)
         task = asyncio.current_task()
         assert task is not None
         gone: list[bool] = []
@@ -94,25 +91,6 @@ class RelayHandler:
             task.uncancel()  # the client went away: nothing more to send, and the server needs no error
         finally:
             watcher.cancel()
-
-
-async def _read_body(receive: Receive, limit: int) -> bytes | None:
-    """The whole body, or None when it is larger than ``limit`` (the rest is read and dropped)."""
-    parts: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise ClientGone
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size <= limit:
-            parts.append(chunk)
-        if not message.get("more_body", False):
-            break
-    if size > limit:
-        return None
-    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 async def _watch_disconnect(receive: Receive, task: asyncio.Task[Any], gone: list[bool]) -> None:

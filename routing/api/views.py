@@ -14,13 +14,13 @@ import uuid
 from typing import Any
 
 from django.conf import settings
-from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from rest_framework import exceptions as drf
 from rest_framework.parsers import JSONParser
 from rest_framework.renderers import JSONRenderer
 
-from routing.api.body_check import check_body
+from routing.api.arrival import arrival_of
+from routing.api.body_check import check_body, check_nesting, check_tool_schemas, nesting_error
 from routing.api.gateway_auth import caller_of
 from routing.config.runtime import current_table
 from routing.core.features import extract_features
@@ -47,16 +47,18 @@ def error_response(inbound: Inbound, exc: GatewayError, request_id: str | None =
 
 
 def _read_json(request: HttpRequest) -> dict[str, Any]:
+    """The body as a JSON object, within the size and nesting bounds; GatewayError (413, 400) otherwise.
+
+    The ASGI handlers have refused an oversized body while it arrived (routing/api/body_read.py); the size
+    check here covers a request built another way (Django's test client). ``read()`` rather than ``body``:
+    Django's ``body`` applies DATA_UPLOAD_MAX_MEMORY_SIZE, the smaller limit of the non-API paths.
+    """
     length = request.META.get("CONTENT_LENGTH")
     limit = settings.GOMODEL_MAX_BODY_BYTES
     if length and length.isdigit() and int(length) > limit:
         raise GatewayError(413, f"The request body is larger than the limit of {limit} bytes.",
                            code="request_too_large", error_class="permanent")
-    try:
-        raw = request.body
-    except RequestDataTooBig:
-        raise GatewayError(413, f"The request body is larger than the limit of {limit} bytes.",
-                           code="request_too_large", error_class="permanent") from None
+    raw = request.read(limit + 1)
     if len(raw) > limit:
         raise GatewayError(413, f"The request body is larger than the limit of {limit} bytes.",
                            code="request_too_large", error_class="permanent")
@@ -68,9 +70,14 @@ def _read_json(request: HttpRequest) -> dict[str, Any]:
     except drf.ParseError as exc:
         raise GatewayError(400, f"The request body is not valid JSON: {str(exc.detail).split(' - ', 1)[-1]}",
                            code="invalid_json", error_class="permanent") from None
+    except RecursionError:  # the parser itself gave up, hundreds of levels past MAX_NESTING
+        raise nesting_error() from None
     if not isinstance(data, dict):
         raise GatewayError(400, "The request body must be a JSON object.", code="invalid_json",
                            error_class="permanent")
+    check_nesting(data)
+    if b'"pattern' in raw:  # a byte search, so only a body that may hold a pattern pays for the schema walk
+        check_tool_schemas(data)
     return data
 
 
@@ -80,6 +87,7 @@ def _prepare(request: HttpRequest, inbound: Inbound, request_id: str) -> Call:
     body = _read_json(request)
     check_body(body, inbound)
     headers = {name.lower(): value for name, value in request.headers.items()}
+    arrival = arrival_of(request)  # the deadline counts from here: the upload is part of the client's time
     return Call(
         request_id=request_id,
         inbound=inbound,
@@ -88,6 +96,8 @@ def _prepare(request: HttpRequest, inbound: Inbound, request_id: str) -> Call:
         features=extract_features(body, inbound),
         headers=headers,
         table=table,
+        started=arrival.monotonic,
+        started_unix=arrival.unix,
     )
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import Any
 
 import re2
@@ -69,17 +69,19 @@ def pattern_problems(schema: Any) -> list[str]:
     """
     problems: list[str] = []
     has_unevaluated = has_pattern_properties = False
-    for where, node in _objects(schema):
-        if where and "$schema" in node:
-            problems.append(f"{where}/$schema: only the root of a schema may name its dialect")
+    if type(schema) not in _CONTAINERS:
+        return problems
+    for node, place in _objects(schema):
+        if place is not None and "$schema" in node:
+            problems.append(f"{_pointer(place)}/$schema: only the root of a schema may name its dialect")
         text = node.get("pattern")
         if isinstance(text, str):
-            problems.extend(f"{where}/pattern: {reason}" for reason in _compile_problem(text))
+            problems.extend(f"{_pointer(place)}/pattern: {reason}" for reason in _compile_problem(text))
         keyed = node.get("patternProperties")
-        if isinstance(keyed, Mapping):
+        if type(keyed) is dict:
             has_pattern_properties = True
             for key in keyed:
-                problems.extend(f"{where}/patternProperties/{_escape(str(key))}: {reason}"
+                problems.extend(f"{_pointer(place)}/patternProperties/{_escape(str(key))}: {reason}"
                                 for reason in _compile_problem(str(key)))
         has_unevaluated = has_unevaluated or "unevaluatedProperties" in node
         if len(problems) >= MAX_PROBLEMS:
@@ -98,17 +100,34 @@ def _compile_problem(pattern: str) -> list[str]:
     return []
 
 
-def _objects(schema: Any) -> Iterator[tuple[str, Mapping[str, Any]]]:
-    """Every mapping in ``schema`` with its JSON pointer, walked without recursion (schemas may be deep)."""
-    stack: list[tuple[str, Any]] = [("", schema)]
+# Where a container sits: (the place of its parent, its key or index), None at the root. Built as a chain of
+# small tuples and turned into a JSON pointer only for a problem: most schemas have none.
+Place = tuple[Any, str | int] | None
+
+
+_CONTAINERS = (dict, list)
+
+
+def _objects(schema: Any) -> Iterator[tuple[dict[str, Any], Place]]:
+    """Every object in ``schema`` (plain JSON: dicts and lists) with its place, walked without recursion
+    (schemas may be deep). ``type() in`` rather than ``isinstance``: this runs on request bodies' tool
+    schemas, and an ABC check per value costs more than the rest of the walk."""
+    stack: list[tuple[Any, Place]] = [(schema, None)]
     while stack:
-        where, node = stack.pop()
-        if isinstance(node, Mapping):
-            yield where, node
-            stack.extend((f"{where}/{_escape(str(key))}", value) for key, value in node.items()
-                         if isinstance(value, Mapping | list))
-        elif isinstance(node, list):
-            stack.extend((f"{where}/{i}", value) for i, value in enumerate(node) if isinstance(value, Mapping | list))
+        node, place = stack.pop()
+        if type(node) is dict:
+            yield node, place
+            stack.extend((value, (place, key)) for key, value in node.items() if type(value) in _CONTAINERS)
+        else:
+            stack.extend((value, (place, i)) for i, value in enumerate(node) if type(value) in _CONTAINERS)
+
+
+def _pointer(place: Place) -> str:
+    parts: list[str] = []
+    while place is not None:
+        place, key = place
+        parts.append(_escape(str(key)))
+    return "".join(f"/{part}" for part in reversed(parts))
 
 
 def _escape(token: str) -> str:
