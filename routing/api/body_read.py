@@ -115,7 +115,7 @@ def _too_large(limit: int) -> BodyRefused:
 
 
 def _too_slow(timeout: float) -> BodyRefused:
-    return BodyRefused(408, f"The request body did not arrive within {timeout:g} seconds (GOMODEL_BODY_TIMEOUT).",
+    return BodyRefused(408, f"The request body did not arrive within {timeout:g}s (GOMODEL_BODY_TIMEOUT).",
                        "request_timeout")
 
 

@@ -143,7 +143,7 @@ def test_it_gives_up_on_a_body_that_trickles(settings: Any, path: str, envelope:
     settings.GOMODEL_BODY_TIMEOUT = 0.3
     client = ScriptedClient([b'{"model": "m", ', b'"messages": []}'], stall_after=1)
     serve(relay(), scope(path), client)
-    assert_envelope(client, envelope, 408, "did not arrive within 0.3 seconds (GOMODEL_BODY_TIMEOUT)")
+    assert_envelope(client, envelope, 408, "did not arrive within 0.3s (GOMODEL_BODY_TIMEOUT)")
 
 
 @pytest.mark.parametrize(
@@ -187,7 +187,7 @@ def test_the_admin_gives_up_on_a_body_that_trickles(settings: Any) -> None:
     serve(BoundedASGIHandler(), scope("/admin/login/", headers={"content-type": "application/x-www-form-urlencoded"}),
           client)
     assert client.status == 408
-    assert client.body == b"The request body did not arrive within 0.3 seconds (GOMODEL_BODY_TIMEOUT).\n"
+    assert client.body == b"The request body did not arrive within 0.3s (GOMODEL_BODY_TIMEOUT).\n"
 
 
 def test_a_read_cancelled_by_anyone_else_stays_cancelled(settings: Any) -> None:
@@ -332,7 +332,7 @@ def test_a_real_server_answers_408_to_a_client_that_stops_sending(gateway: Gatew
     head = request_head("POST", path, "Content-Type: application/json", "Content-Length: 1000")
     status, headers, payload = exchange(gateway, head, b'{"model": ')
     assert status == 408
-    assert b"did not arrive within 1 seconds" in payload
+    assert b"did not arrive within 1s (GOMODEL_BODY_TIMEOUT)" in payload
 
 
 @pytest.mark.services
