@@ -97,7 +97,7 @@ def parse_error_body(body: bytes | str | Mapping[str, Any] | list[Any] | None) -
         text = data.strip()
         try:
             data = json.loads(text) if text[:1] in ("{", "[") else None
-        except ValueError:
+        except (ValueError, RecursionError):
             data = None
         if data is None:
             return ProviderError(message=text[:_MAX_MESSAGE_CHARS])

@@ -58,7 +58,10 @@ def _reject_constant(name: str) -> Any:
 
 def arguments_hash(arguments_json: str) -> str:
     """sha256 (hex) of the canonical form of a tool call's JSON arguments; ValueError if not JSON."""
-    value = json.loads(arguments_json, parse_constant=_reject_constant)
+    try:
+        value = json.loads(arguments_json, parse_constant=_reject_constant)
+    except RecursionError:
+        raise ValueError("the arguments are nested too deeply to be JSON") from None
     return hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
 
 

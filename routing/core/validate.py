@@ -167,7 +167,7 @@ def _tool_calls(answer: Answer, rules: ValidationRules, validator: SchemaValidat
 def _json_problems(text: str, schema: Mapping[str, Any] | None, validator: SchemaValidator) -> list[str]:
     try:
         value = json.loads(text.strip(), parse_constant=_refuse_constant)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested past the parser's depth: not JSON anyone can use
         return ["arguments are not valid JSON"]
     if not isinstance(value, dict):
         return ["arguments are not a JSON object"]
@@ -184,7 +184,7 @@ def _structured_output(answer: Answer, rules: ValidationRules, validator: Schema
     text = answer.text.strip()
     try:
         value = json.loads(text, parse_constant=_refuse_constant)
-    except ValueError:
+    except (ValueError, RecursionError):
         return _reject("schema", "output is not valid JSON")
     problems: list[str] = []
     for schema in rules.schemas:

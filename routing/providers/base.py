@@ -68,7 +68,7 @@ class UpstreamError:
 def load_json_body(data: bytes) -> Any:
     try:
         return json.loads(data)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:  # too deep is not JSON we can use
         raise MalformedResponse("the upstream response is not JSON") from exc
 
 
@@ -131,7 +131,7 @@ class Adapter:
         """The provider's error message and type words, whatever the format (never raises)."""
         try:
             body = json.loads(data)
-        except (json.JSONDecodeError, UnicodeDecodeError):
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
             body = None
         error = body.get("error") if isinstance(body, dict) else None
         if isinstance(error, dict):

@@ -90,7 +90,7 @@ def openai_to_anthropic_message(body: Any, *, public_model: str) -> dict[str, An
     for call in tool_calls_of(message):
         try:
             arguments = json.loads(call.arguments) if call.arguments else {}
-        except json.JSONDecodeError as exc:
+        except (json.JSONDecodeError, RecursionError) as exc:
             raise MalformedResponse(f"tool call '{call.name}' has arguments that are not JSON") from exc
         if not isinstance(arguments, dict):
             raise MalformedResponse(f"tool call '{call.name}' has arguments that are not a JSON object")

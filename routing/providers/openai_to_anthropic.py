@@ -240,7 +240,7 @@ def _arguments(arguments: Any, path: str) -> dict[str, Any]:
         return {}
     try:
         value = json.loads(as_str(arguments, path))
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, RecursionError) as exc:
         raise RequestShapeError("tool call arguments must be a JSON object", path) from exc
     return as_dict(value, path)
 

@@ -242,7 +242,7 @@ def _arguments(arguments: Any, path: str) -> dict[str, Any]:
         return {}
     try:
         value = json.loads(as_str(arguments, path))
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, RecursionError) as exc:
         raise RequestShapeError("tool call arguments must be a JSON object", path) from exc
     return as_dict(value, path)
 
@@ -256,7 +256,7 @@ def _function_response(message: dict[str, Any], path: str, function_names: dict[
     # Gemini wants an object; a tool that answered with a JSON object is passed as that object.
     try:
         parsed = json.loads(text) if text[:1] == "{" else None
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         parsed = None
     response = parsed if isinstance(parsed, dict) else {"content": text}
     return {"functionResponse": {"name": name, "response": response}}

@@ -29,7 +29,7 @@ def load_event_json(event: SSEEvent) -> dict[str, Any]:
     """The JSON object in an event's data, or MalformedResponse."""
     try:
         value = json.loads(event.data or "")
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, RecursionError) as exc:
         raise MalformedResponse("the upstream stream sent an event that is not JSON") from exc
     if not isinstance(value, dict):
         raise MalformedResponse("the upstream stream sent an event that is not a JSON object")
