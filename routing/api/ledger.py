@@ -4,7 +4,7 @@
     POST /v1/ledger/complete  {"execution_key", "owner", "result"}
     POST /v1/ledger/fail      {"execution_key", "owner", "error", "retryable"?}
     POST /v1/ledger/unknown   {"execution_key", "owner", "detail"}
-    GET  /v1/ledger/<execution_key>
+    GET  /v1/ledger/entry/<execution_key>
 
 The rules are ``routing.core.ledger``'s; entries live in the database so that every worker process and
 every executor agree. These endpoints are not on the proxy's request path.
