@@ -387,6 +387,15 @@ GOMODEL_BODY_TIMEOUT = env_duration("GOMODEL_BODY_TIMEOUT", "30s", minimum=0.1)
 GOMODEL_DEFAULT_DEADLINE_MS = env_int("GOMODEL_DEFAULT_DEADLINE_MS", 120_000, minimum=100)
 GOMODEL_UPSTREAM_CONNECT_TIMEOUT = env_duration("GOMODEL_UPSTREAM_CONNECT_TIMEOUT", "5s")
 GOMODEL_UPSTREAM_MAX_CONNECTIONS = env_int("GOMODEL_UPSTREAM_MAX_CONNECTIONS", 1000, minimum=1)
+# Per provider origin (scheme, host, port), so a few busy providers cannot take every slot from the rest.
+GOMODEL_UPSTREAM_MAX_CONNECTIONS_PER_ORIGIN = env_int("GOMODEL_UPSTREAM_MAX_CONNECTIONS_PER_ORIGIN", 100, minimum=1)
+# A provider's answer, on the wire and after gzip/deflate decoding; past either it is a failed attempt.
+GOMODEL_UPSTREAM_MAX_RESPONSE_BYTES = env_int("GOMODEL_UPSTREAM_MAX_RESPONSE_BYTES", 64 * 1024 * 1024,
+                                              minimum=64 * 1024)
+GOMODEL_UPSTREAM_MAX_DECOMPRESSED_BYTES = env_int("GOMODEL_UPSTREAM_MAX_DECOMPRESSED_BYTES", 128 * 1024 * 1024,
+                                                  minimum=64 * 1024)
+# The longest silence between two pieces of a provider's stream (the attempt's deadline bounds it as a whole).
+GOMODEL_STREAM_IDLE_TIMEOUT = env_duration("GOMODEL_STREAM_IDLE_TIMEOUT", "5m", minimum=0.001)
 # Attempts per request: one primary plus GOMODEL_MAX_FALLBACKS fallbacks, and a same-route retry only for an
 # early connection failure; retries and fallbacks together stay under GOMODEL_RETRY_BUDGET of all requests.
 GOMODEL_MAX_ATTEMPTS = env_int("GOMODEL_MAX_ATTEMPTS", 3, minimum=1, maximum=10)
@@ -495,7 +504,6 @@ LOGGING = {
         "django": {"handlers": ["console"], "level": "WARNING", "propagate": False},
     },
 }
-
 
 # --------------------------------------------------------------------------------------------------------
 # Production refuses to start without a secret key (see DJANGO_SECRET_KEY above); checked last.

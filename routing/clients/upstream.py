@@ -12,6 +12,9 @@ CPU per request (``bench/README.md``). Transport failures are reported as the ``
     │                                 after it: "read_timeout_mid_stream"
     ├── connection_lost            -> "connection_lost_after_send"   the provider may have acted
     └── protocol                   -> "protocol"
+
+``PoolExhausted`` (every connection slot stayed busy) is not a transport failure: nothing was sent, so no
+provider is blamed; the attempt loop answers it as the gateway's own overload (503).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ class UpstreamRequest:
     body: bytes
     timeout_s: float
     connect_timeout_s: float
+    idle_timeout_s: float | None = None  # streams: the longest silence between two pieces
 
     def __repr__(self) -> str:
         headers = {k: ("********" if k.lower() in KEY_HEADERS else v) for k, v in self.headers.items()}
@@ -67,6 +71,9 @@ class UpstreamPool:
                 max_connections=settings.GOMODEL_UPSTREAM_MAX_CONNECTIONS,
                 max_idle_per_origin=min(MAX_IDLE_PER_PROVIDER, settings.GOMODEL_UPSTREAM_MAX_CONNECTIONS),
                 keepalive_expiry=KEEPALIVE_EXPIRY_S,
+                max_connections_per_origin=settings.GOMODEL_UPSTREAM_MAX_CONNECTIONS_PER_ORIGIN,
+                max_response_bytes=settings.GOMODEL_UPSTREAM_MAX_RESPONSE_BYTES,
+                max_decoded_bytes=settings.GOMODEL_UPSTREAM_MAX_DECOMPRESSED_BYTES,
             )
             self._loop = loop
         return self._pool
@@ -80,17 +87,20 @@ class UpstreamPool:
 pool = UpstreamPool()
 
 
-def build(method: str, url: str, headers: Mapping[str, str], body: bytes, timeout_s: float) -> UpstreamRequest:
-    """An upstream request whose every wait ends by ``timeout_s`` (the attempt's share of the deadline)."""
+def build(method: str, url: str, headers: Mapping[str, str], body: bytes, timeout_s: float, *,
+          stream: bool = False) -> UpstreamRequest:
+    """An upstream request whose whole exchange ends by ``timeout_s`` (the attempt's share of the deadline);
+    a stream also fails after ``GOMODEL_STREAM_IDLE_TIMEOUT`` without a byte."""
     connect = min(settings.GOMODEL_UPSTREAM_CONNECT_TIMEOUT, timeout_s)
-    return UpstreamRequest(method, url, headers, body, timeout_s, connect)
+    idle = settings.GOMODEL_STREAM_IDLE_TIMEOUT if stream else None
+    return UpstreamRequest(method, url, headers, body, timeout_s, connect, idle)
 
 
 async def send(request: UpstreamRequest) -> UpstreamResponse:
     """Send and return as soon as the status line and headers are in; the body is read by the caller."""
     return await pool.get().request(
         request.method, request.url, request.headers, request.body,
-        timeout=request.timeout_s, connect_timeout=request.connect_timeout_s,
+        timeout=request.timeout_s, connect_timeout=request.connect_timeout_s, idle_timeout=request.idle_timeout_s,
     )
 
 

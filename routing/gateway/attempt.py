@@ -87,20 +87,22 @@ def _request(spec: AttemptSpec) -> upstream.UpstreamRequest:
     )
     payload = json.dumps(built.json, ensure_ascii=False, separators=(",", ":")).encode()
     timeout = min(spec.timeout_s, spec.provider.timeout_s)
-    return upstream.build(built.method, built.url, built.headers, payload, timeout)
+    return upstream.build(built.method, built.url, built.headers, payload, timeout, stream=spec.stream)
 
 
 async def run_json_attempt(spec: AttemptSpec) -> AttemptResult:
-    """A non-streaming attempt to its end. TranslationError propagates: nothing was sent."""
+    """A non-streaming attempt to its end. TranslationError and PoolExhausted propagate: nothing was sent."""
     request = _request(spec)
     started = time.monotonic()
     ttfb: float | None = None
     try:
-        response = await upstream.send(request)
+        response = await upstream.send(request)  # closes its connection itself when cancelled
         ttfb = time.monotonic() - started
         try:
             data = await response.aread()
         finally:
+            # Also on cancellation (the client hung up): an unread body closes the connection at once, so
+            # the provider stops generating and billing.
             await response.aclose()
     except Exception as exc:
         if not upstream.is_transport_error(exc):
@@ -141,7 +143,10 @@ def _has_content(translator: StreamTranslator) -> bool:
 
 
 async def start_stream_attempt(spec: AttemptSpec) -> AttemptResult | LiveStream:
-    """Send, and read until the first client frames exist (LiveStream) or the attempt failed."""
+    """Send, and read until the first client frames exist (LiveStream) or the attempt failed.
+
+    Cancelled at any point (the client hung up), it closes the provider connection before it re-raises.
+    """
     request = _request(spec)
     started = time.monotonic()
     try:
@@ -205,6 +210,9 @@ async def start_stream_attempt(spec: AttemptSpec) -> AttemptResult | LiveStream:
             outcome = AttemptOutcome.failure(
                 ErrorClass.TRANSIENT, "stream_cut", status=response.status_code, latency_s=outcome.latency_s)
         return AttemptResult(outcome)
+    except BaseException:
+        await response.aclose()  # cancelled: the provider connection goes now, not when it is collected
+        raise
     ttfb = time.monotonic() - started
     if not frames:
         await response.aclose()

@@ -18,6 +18,7 @@ from typing import NoReturn
 
 from django.http import HttpResponse, StreamingHttpResponse
 
+from routing.clients.http1 import PoolExhausted
 from routing.config.answer_checks import resolve_validator
 from routing.core.contracts import EffectiveContract
 from routing.core.deadline import AttemptAllowance, Deadline
@@ -98,9 +99,14 @@ class AttemptLoop:
                 continue
             if isinstance(result, LiveStream):
                 record.ttfb_s = result.ttfb_s
-                health.record(AttemptOutcome.success(result.ttfb_s), time.monotonic())
-                return stream_response(self.call, self.journey, record, model, result, self.rules, health,
-                                       admission == "probe")
+                now = time.monotonic()
+                health.record(AttemptOutcome.success(result.ttfb_s), now)
+                # Committed: no other attempt can follow, so the rest of the stream may take what is left of
+                # the request's deadline (within the provider's timeout), not only this attempt's share.
+                timeout_s = self.call.table.providers[model.provider].timeout_s
+                result.response.extend_deadline(min(self.deadline.remaining(now), timeout_s - (now - result.started)))
+                return await stream_response(self.call, self.journey, record, model, result, self.rules, health,
+                                             admission == "probe")
             self._record(model, record, health, result)
             if result.outcome.ok:
                 return json_response(self.call, self.journey, record, model, result)
@@ -153,12 +159,29 @@ class AttemptLoop:
             record.action = "fallback" if self.index + 1 < len(self.models) else "gave_up"
             record.error_message = exc.message
             return None
+        except PoolExhausted as exc:
+            health.end(time.monotonic(), probe=probe)
+            self._gateway_overloaded(model, record, exc)
         except BaseException:
             health.end(time.monotonic(), probe=probe)
             raise
         if not isinstance(result, LiveStream):
             health.end(time.monotonic(), probe=probe)
         return result
+
+    def _gateway_overloaded(self, model: ModelSpec, record: AttemptRecord, exc: PoolExhausted) -> NoReturn:
+        """No upstream connection slot freed up in time: the gateway's own overload, answered at once.
+
+        Nothing was sent, so the provider's health is untouched (no cooldown) and no other attempt follows:
+        a retry or a fallback would only queue for the same slots.
+        """
+        metrics.UPSTREAM_POOL_EXHAUSTED.labels(model.provider).inc()
+        record.outcome = AttemptOutcome.failure(ErrorClass.TRANSIENT, "gateway_overloaded")
+        record.action = "gave_up"
+        record.error_message = str(exc)
+        self.journey.error_class = str(ErrorClass.TRANSIENT)
+        raise GatewayError(503, "The gateway has no free connection to the provider right now; retry shortly.",
+                           code="gateway_overloaded", headers={"Retry-After": "1"}, error_class="transient")
 
     def _record(self, model: ModelSpec, record: AttemptRecord, health: TargetHealth, result: AttemptResult) -> None:
         """Book a finished JSON attempt: health (and a cooldown it trips), the record, the metrics."""

@@ -130,10 +130,14 @@ def _after_success(call: Call, journey: Journey) -> None:
             task.add_done_callback(_background.discard)
 
 
-def stream_response(
+async def stream_response(
     call: Call, journey: Journey, record: AttemptRecord, model: ModelSpec, live: LiveStream,
     rules: ValidationRules, health: TargetHealth, probe: bool,
 ) -> StreamingHttpResponse:
+    """The relayed stream. Its frame generator is started here, before it is handed on, so that however the
+    response ends (read to the end, closed by the handler, or dropped unread when the client hung up
+    before a frame was sent) the generator's clean-up runs: the provider connection closes, the attempt
+    is booked and the audit event goes out."""
     journey.answered_by = model
     journey.ttfb_s = live.ttfb_s
     metrics.TTFT.labels(call.inbound).observe(live.ttfb_s)
@@ -152,6 +156,7 @@ def stream_response(
         translator = live.translator
         outcome: AttemptOutcome | None = None
         try:
+            yield b""  # taken by stream_response: the clean-up below is armed from here on
             for frame in live.first_frames:
                 yield remember(frame)
             try:
@@ -217,7 +222,9 @@ def stream_response(
                 await idempotency_store.finish(journey.operation_id, owner=call.request_id,
                                                outcome="completed" if complete else "unknown", answer=blob)
 
-    response = RelayStream(frames(), content_type="text/event-stream", status=200)
+    source = frames()
+    await anext(source)
+    response = RelayStream(source, content_type="text/event-stream", status=200)
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"
     for name, value in headers.items():

@@ -87,6 +87,13 @@ RETRY_BUDGET_EXHAUSTED = Counter(
 DEADLINE_EXHAUSTED = Counter(
     "gomodel_deadline_exhausted_total", "Requests that ran out of deadline before an acceptable answer."
 )
+UPSTREAM_POOL_EXHAUSTED = Labelled(
+    Counter(
+        "gomodel_upstream_pool_exhausted_total",
+        "Requests answered 503 because every upstream connection slot they could use stayed busy, by provider.",
+        ["provider"],
+    )
+)
 VALIDATION_REJECTIONS = Labelled(
     Counter("gomodel_validation_rejections_total", "Upstream answers refused by validation, by reason.", ["reason"])
 )

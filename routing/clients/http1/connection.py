@@ -1,48 +1,51 @@
 """One keep-alive HTTP/1.1 connection to a provider, as an asyncio protocol fed to httptools' parser.
 
 The event loop calls ``data_received`` with whatever the socket had; the parser turns it into callbacks
-(headers complete, a piece of body, message complete), and the awaiting coroutine is woken once per batch.
+(headers complete, a piece of body, end), and the awaiting coroutine is woken once per batch.
 There are no per-read tasks, cancel scopes or stream wrappers, which is where a general-purpose client
 spends most of its time on a relay's hot path. A server closing an idle connection is noticed at once
 (``connection_lost``), so reuse needs no liveness check.
+
+What the parser does not bound, the connection does, as h11 and aiohttp do: the head of a response (status
+line, headers, and trailers) is at most 64 KiB and 100 header lines. Exactly one response belongs to one
+request: a byte after it (a second response in the same read, trailing garbage) means the connection no
+longer knows where it is in the byte stream, so it is closed once the first response has been read.
 """
 
 from __future__ import annotations
 
 import asyncio
-import zlib
-from collections import deque
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import httptools
+
+from routing.clients.http1.failures import TransportFailure
+from routing.clients.http1.response import HIGH_WATER, UpstreamResponse
 
 if TYPE_CHECKING:
     from routing.clients.http1.pool import Pool
 
-# Reading stops while this much body is buffered and unread (a slow client of a fast provider), and
-# resumes once the reader has taken it below the low mark: memory per stream stays bounded.
-HIGH_WATER = 256 * 1024
-LOW_WATER = 64 * 1024
+MAX_HEAD_BYTES = 64 * 1024
+MAX_HEADER_LINES = 100
 
 
-class TransportFailure(Exception):
-    """The exchange failed below HTTP. ``kind`` is one of: ``connect``, ``connect_timeout``,
-    ``write_timeout``, ``read_timeout``, ``connection_lost``, ``protocol``."""
-
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
+class _Surplus(Exception):
+    """Bytes after the response to this request: stops the parser (raised from its callback)."""
 
 
 class Connection(asyncio.Protocol):
     """A connection carries one exchange at a time; between exchanges it waits in its pool."""
 
-    def __init__(self, pool: Pool, origin: tuple[str, str, int]) -> None:
+    def __init__(self, pool: Pool, key: Any, address: str, loop: asyncio.AbstractEventLoop) -> None:
         self.pool = pool
-        self.origin = origin
+        self.key = key  # what the pool files it under: the origin and the route to it
+        self.address = address  # host:port, for messages
+        self.loop = loop
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.counted = True  # holds one of the pool's connection slots until discarded
+        self.reused = False  # served an exchange before the current one
+        self.answered = False  # a byte of the current exchange's answer arrived
         self.idle_since = 0.0
         self.response: UpstreamResponse | None = None
         self._parser: httptools.HttpResponseParser | None = None
@@ -51,6 +54,9 @@ class Connection(asyncio.Protocol):
         self._write_paused = False
         self._drained: asyncio.Future[None] | None = None
         self._headers: list[tuple[bytes, bytes]] = []
+        self._head_bytes = 0  # bytes received while the final response head is incomplete
+        self._header_lines = 0
+        self._header_bytes = 0
 
     # -- asyncio.Protocol ---------------------------------------------------------------------------
 
@@ -65,11 +71,27 @@ class Connection(asyncio.Protocol):
             # Bytes while no request is out (a server's "408" on an idle connection): unusable.
             self.close()
             return
+        self.answered = True
         try:
             parser.feed_data(data)
+        except httptools.HttpParserCallbackError as exc:
+            cause = exc.__context__
+            if isinstance(cause, _Surplus):
+                self._poisoned()
+                return
+            self._fail(cause if isinstance(cause, TransportFailure) else TransportFailure(
+                "protocol", f"the provider sent an invalid HTTP response ({exc})"))
+            self.close()
+            return
         except httptools.HttpParserError as exc:
             self._fail(TransportFailure("protocol", f"the provider sent an invalid HTTP response ({exc})"))
             self.close()
+            return
+        if self.response is None:
+            self._head_bytes += len(data)
+            if self._head_bytes > MAX_HEAD_BYTES:
+                self._fail(TransportFailure("protocol", f"the provider's response head exceeds {MAX_HEAD_BYTES} bytes"))
+                self.close()
 
     def eof_received(self) -> bool:
         self.closed = True  # not to be handed out again, even before connection_lost arrives
@@ -79,8 +101,10 @@ class Connection(asyncio.Protocol):
         self.closed = True
         response = self.response
         if response is not None and not response.complete:
-            if response.status_code and response.until_close:
-                self.on_message_complete()  # a body delimited by the end of the connection
+            if response.status_code and response.until_close and exc is None:
+                self.on_message_complete()  # a body delimited by an orderly end of the connection
+            elif exc is not None:
+                self._fail(TransportFailure("connection_lost", f"the connection was reset mid-response ({exc})"))
             else:
                 self._fail(TransportFailure("connection_lost", "the provider closed the connection mid-response"))
         elif self._parser is not None and response is None:
@@ -99,8 +123,21 @@ class Connection(asyncio.Protocol):
 
     # -- httptools callbacks ------------------------------------------------------------------------
 
+    def on_message_begin(self) -> None:
+        if self.response is not None:
+            raise _Surplus  # a second response to one request
+
     def on_header(self, name: bytes, value: bytes) -> None:
-        self._headers.append((name, value))
+        self._header_lines += 1
+        self._header_bytes += len(name) + len(value)
+        if self._header_lines > MAX_HEADER_LINES:
+            raise TransportFailure("protocol", f"the provider sent more than {MAX_HEADER_LINES} header lines")
+        if self._header_bytes > MAX_HEAD_BYTES:
+            raise TransportFailure("protocol", f"the provider's response head exceeds {MAX_HEAD_BYTES} bytes")
+        if self.response is None:
+            self._headers.append((name, value))
+        # else: a chunked body's trailer. It is not kept: it must not reach this response's headers, nor, on
+        # a reused connection, the next one's (a trailing ``content-encoding`` would change how it decodes).
 
     def on_headers_complete(self) -> None:
         parser = self._parser
@@ -123,6 +160,9 @@ class Connection(asyncio.Protocol):
         response = self.response
         if response is None:
             return
+        response.received += len(body)
+        if response.received > self.pool.max_response_bytes:
+            raise TransportFailure("protocol", f"the provider's response exceeds {self.pool.max_response_bytes} bytes")
         response.chunks.append(body)
         response.buffered += len(body)
         if response.buffered > HIGH_WATER and self.transport is not None:
@@ -147,14 +187,16 @@ class Connection(asyncio.Protocol):
         self._parser = httptools.HttpResponseParser(self)
         self._failure = None
         self.response = None
+        self.answered = False
+        self._headers = []
+        self._head_bytes = self._header_lines = self._header_bytes = 0
         self.transport.write(request)
 
     async def drained(self, timeout: float) -> None:
         """Wait until the kernel has taken the request (only when the socket's buffer filled up)."""
         if not self._write_paused or self.closed:
             return
-        loop = asyncio.get_running_loop()
-        self._drained = loop.create_future()
+        self._drained = self.loop.create_future()
         try:
             async with asyncio.timeout(timeout):
                 await self._drained
@@ -163,13 +205,13 @@ class Connection(asyncio.Protocol):
         finally:
             self._drained = None
 
-    async def wait(self, timeout: float) -> None:
-        """Wait for the next parser event (headers, body, end) or a failure, at most ``timeout`` seconds."""
+    async def wait(self, timeout: float, message: str) -> None:
+        """Wait for the next parser event (headers, body, end) or a failure, at most ``timeout`` seconds;
+        a ``read_timeout`` failure saying ``message`` after that."""
         if self._failure is not None:
             raise self._failure
-        loop = asyncio.get_running_loop()
-        waiter = self._waiter = loop.create_future()
-        timer = loop.call_later(timeout, self._on_timeout, waiter)
+        waiter = self._waiter = self.loop.create_future()
+        timer = self.loop.call_later(max(timeout, 0.0), self._on_timeout, waiter, message)
         try:
             await waiter
         finally:
@@ -178,9 +220,9 @@ class Connection(asyncio.Protocol):
         if self._failure is not None:
             raise self._failure
 
-    def _on_timeout(self, waiter: asyncio.Future[None]) -> None:
+    def _on_timeout(self, waiter: asyncio.Future[None], message: str) -> None:
         if not waiter.done():
-            self._failure = TransportFailure("read_timeout", "the provider did not answer in time")
+            self._failure = TransportFailure("read_timeout", message)
             waiter.set_result(None)
             self.close()  # a late answer could belong to nothing: the connection is done
 
@@ -194,6 +236,13 @@ class Connection(asyncio.Protocol):
             self._failure = failure
         self._wake()
 
+    def _poisoned(self) -> None:
+        """Bytes followed the response: it is kept (it is complete), the connection is not."""
+        if self.response is not None:
+            self.response.keep_alive = False
+        self.close()
+        self._wake()
+
     def resume_reading(self) -> None:
         if self.transport is not None and not self.closed:
             self.transport.resume_reading()
@@ -204,6 +253,7 @@ class Connection(asyncio.Protocol):
         self._parser = None
         self.response = None
         if response is not None and response.keep_alive and not self.closed and self._failure is None:
+            self.reused = True
             self.pool.release(self)
         else:
             self.close()
@@ -214,98 +264,3 @@ class Connection(asyncio.Protocol):
             if self.transport is not None:
                 self.transport.abort()  # no lingering: an unfinished exchange must not be reused
         self.pool.discard(self)
-
-
-class UpstreamResponse:
-    """A response whose status and headers are in; the body is read with ``aread`` or iterated raw."""
-
-    def __init__(self, connection: Connection, status_code: int, raw_headers: list[tuple[bytes, bytes]]) -> None:
-        self.connection = connection
-        self.status_code = status_code
-        self.raw_headers = raw_headers
-        self.chunks: deque[bytes] = deque()
-        self.buffered = 0
-        self.reading_paused = False
-        self.complete = False
-        self.keep_alive = False
-        self.released = False
-        self.timeout = 600.0
-        self.until_close = True
-        self._decoder: zlib._Decompress | None = None
-        for name, value in raw_headers:
-            lowered = name.lower()
-            if lowered in (b"content-length", b"transfer-encoding"):
-                self.until_close = False
-            elif lowered == b"content-encoding":
-                encoding = value.strip().lower()
-                if encoding in (b"gzip", b"x-gzip"):
-                    self._decoder = zlib.decompressobj(zlib.MAX_WBITS | 16)
-                elif encoding == b"deflate":
-                    self._decoder = zlib.decompressobj()
-                elif encoding not in (b"", b"identity"):
-                    raise TransportFailure("protocol", f"unsupported content-encoding {encoding.decode('latin-1')}")
-        if status_code in (204, 304):
-            self.until_close = False
-
-    def header_dict(self) -> dict[str, str]:
-        """Headers with lower-case names (a repeated header keeps its last value)."""
-        return {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in self.raw_headers}
-
-    def aiter_raw(self) -> UpstreamResponse:
-        return self
-
-    def __aiter__(self) -> UpstreamResponse:
-        return self
-
-    async def __anext__(self) -> bytes:
-        connection = self.connection
-        while True:
-            chunks = self.chunks
-            if chunks:
-                data = chunks.popleft() if len(chunks) == 1 else _take_all(chunks)
-                self.buffered = 0
-                if self.reading_paused and self.buffered < LOW_WATER:
-                    self.reading_paused = False
-                    connection.resume_reading()
-                if self._decoder is not None:
-                    data = self._decode(data)
-                    if not data:
-                        continue
-                return data
-            if self.complete:
-                self._release()
-                raise StopAsyncIteration
-            await connection.wait(self.timeout)
-
-    async def aread(self) -> bytes:
-        parts = [chunk async for chunk in self]
-        return parts[0] if len(parts) == 1 else b"".join(parts)
-
-    async def aclose(self) -> None:
-        if not self.released:
-            self.released = True
-            if self.complete and not self.chunks:
-                self.connection.finished()
-            else:
-                self.connection.close()  # unread body on the wire: the connection cannot be reused
-
-    def _release(self) -> None:
-        if not self.released:
-            self.released = True
-            self.connection.finished()
-
-    def _decode(self, data: bytes) -> bytes:
-        assert self._decoder is not None
-        try:
-            out = self._decoder.decompress(data)
-            if self.complete and not self.chunks:
-                out += self._decoder.flush()
-            return out
-        except zlib.error as exc:
-            raise TransportFailure("protocol", f"the provider sent a body that does not decompress ({exc})") from None
-
-
-def _take_all(chunks: deque[bytes]) -> bytes:
-    data = b"".join(chunks)
-    chunks.clear()
-    return data

@@ -2,8 +2,17 @@
 
 Idle connections are kept per origin, newest first (a warm connection is reused before a cold one, and the
 oldest age out). A connection a server closes leaves the pool the moment the event loop sees it close,
-so taking one costs a list pop, not a liveness check of every pooled socket. When all connection slots are
-busy a request waits for one, for at most its connect timeout.
+so taking one costs a list pop, not a liveness check of every pooled socket.
+
+Connection slots are limited twice: ``max_connections`` over all origins and ``max_connections_per_origin``
+for each, so a few busy providers cannot hold every slot while another provider's requests wait. When the
+pool is full, an idle connection of another origin is closed to make room; when nothing can be freed, a
+request waits for a slot for at most its connect timeout and then fails with ``PoolExhausted`` (the
+gateway's own overload, not the provider's).
+
+A kept-alive connection can be closed by the server just as a request goes out on it. When that request got
+no byte of an answer, it is sent once more on a new connection: the server closed the connection instead of
+reading the request, so nothing was processed. Once any byte came back, the outcome is the caller's to judge.
 """
 
 from __future__ import annotations
@@ -15,7 +24,9 @@ from collections.abc import Mapping
 from typing import NamedTuple
 from urllib.parse import urlsplit
 
-from routing.clients.http1.connection import Connection, TransportFailure, UpstreamResponse
+from routing.clients.http1.connection import Connection
+from routing.clients.http1.failures import PoolExhausted, TransportFailure
+from routing.clients.http1.response import UpstreamResponse
 
 USER_AGENT = "gomodel-gateway"
 # Written by the pool itself; a caller's copy would contradict it.
@@ -23,9 +34,11 @@ _RESERVED_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "c
 _INLINE_BODY_MAX = 64 * 1024  # smaller bodies go out in the same write as the head
 _MAX_CACHED_TARGETS = 1024
 
+Origin = tuple[str, str, int]  # scheme, host, port
+
 
 class Target(NamedTuple):
-    origin: tuple[str, str, int]  # scheme, host, port
+    origin: Origin
     host_header: str
     path: str  # path and query, as sent in the request line
 
@@ -77,31 +90,56 @@ def request_head(method: str, target: Target, headers: Mapping[str, str], body_l
 class Pool:
     def __init__(
         self, *, max_connections: int, max_idle_per_origin: int, keepalive_expiry: float,
-        ssl_context: ssl.SSLContext | None = None,
+        ssl_context: ssl.SSLContext | None = None, max_connections_per_origin: int | None = None,
+        max_response_bytes: int = 64 * 1024 * 1024, max_decoded_bytes: int = 128 * 1024 * 1024,
     ) -> None:
-        """``ssl_context`` replaces the default (the system trust store, host names checked) for https origins."""
+        """``ssl_context`` replaces the default (the system trust store, host names checked) for https origins;
+        ``max_connections_per_origin`` defaults to ``max_connections``."""
         self.max_connections = max_connections
+        self.max_connections_per_origin = max_connections_per_origin or max_connections
         self.max_idle_per_origin = max_idle_per_origin
         self.keepalive_expiry = keepalive_expiry
+        self.max_response_bytes = max_response_bytes
+        self.max_decoded_bytes = max_decoded_bytes
         self.open_connections = 0
-        self._idle: dict[tuple[str, str, int], list[Connection]] = {}
-        self._waiters: deque[asyncio.Future[None]] = deque()
+        self._open_per_origin: dict[Origin, int] = {}
+        self._idle: dict[Origin, list[Connection]] = {}
+        self._waiters: deque[tuple[Origin, asyncio.Future[None]]] = deque()
         self._ssl = ssl_context
 
     async def request(
-        self, method: str, url: str, headers: Mapping[str, str], body: bytes, *, timeout: float, connect_timeout: float,
+        self, method: str, url: str, headers: Mapping[str, str], body: bytes, *, timeout: float,
+        connect_timeout: float, idle_timeout: float | None = None,
     ) -> UpstreamResponse:
         """Send a request; return once the status line and headers are in (the body is read from the response).
 
-        ``timeout`` bounds each wait for the provider (to take the body, to start answering, for each later
-        piece of the body); ``connect_timeout`` bounds waiting for a free slot and opening a connection.
+        ``timeout`` is the whole exchange's: connecting, sending, and reading the answer to its last byte
+        must end within it. ``connect_timeout`` bounds waiting for a free slot and opening a connection;
+        ``idle_timeout``, when given, bounds each silence between two pieces of the body (a stream).
         """
         target = parse_target(url)
         head = request_head(method, target, headers, len(body))
         loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        connect_by = min(deadline, loop.time() + connect_timeout)
         connection = self._take_idle(target.origin, loop.time())
         if connection is None:
-            connection = await self._open(target, connect_timeout, loop)
+            connection = await self._open(target, connect_by, loop, fresh=False)
+        try:
+            response = await self._exchange(connection, head, body, deadline)
+        except TransportFailure as failure:
+            if not (connection.reused and failure.kind == "connection_lost" and not connection.answered):
+                raise
+            # The server closed a kept-alive connection as the request went out, and not a byte came back.
+            connection = await self._open(target, min(deadline, loop.time() + connect_timeout), loop, fresh=True)
+            response = await self._exchange(connection, head, body, deadline)
+        response.deadline = deadline
+        response.idle_timeout = idle_timeout
+        return response
+
+    async def _exchange(self, connection: Connection, head: bytes, body: bytes, deadline: float) -> UpstreamResponse:
+        """Write the request and wait for the response head; any failure (or cancellation) closes the connection."""
+        loop = connection.loop
         try:
             if len(body) <= _INLINE_BODY_MAX:
                 connection.start(head + body)
@@ -109,19 +147,17 @@ class Pool:
                 connection.start(head)
                 assert connection.transport is not None
                 connection.transport.write(body)
-            await connection.drained(timeout)
+            await connection.drained(deadline - loop.time())
             while connection.response is None:
-                await connection.wait(timeout)
+                await connection.wait(deadline - loop.time(), "the provider did not answer in time")
         except BaseException:
             connection.close()
             raise
-        response = connection.response
-        response.timeout = timeout
-        return response
+        return connection.response
 
     # -- connections --------------------------------------------------------------------------------
 
-    def _take_idle(self, origin: tuple[str, str, int], now: float) -> Connection | None:
+    def _take_idle(self, origin: Origin, now: float) -> Connection | None:
         idle = self._idle.get(origin)
         while idle:
             connection = idle.pop()
@@ -133,18 +169,22 @@ class Pool:
             return connection
         return None
 
-    async def _open(self, target: Target, connect_timeout: float, loop: asyncio.AbstractEventLoop) -> Connection:
-        deadline = loop.time() + connect_timeout
-        while self.open_connections >= self.max_connections:
-            await self._wait_for_slot(deadline, loop)
-            idle = self._take_idle(target.origin, loop.time())
-            if idle is not None:
-                return idle
-        scheme, host, port = target.origin
-        connection = Connection(self, target.origin)
+    async def _open(self, target: Target, connect_by: float, loop: asyncio.AbstractEventLoop, *,
+                    fresh: bool) -> Connection:
+        """A new connection (or, unless ``fresh``, an idle one that came back while waiting for a slot)."""
+        origin = target.origin
+        while not self._slot_free(origin):
+            await self._wait_for_slot(origin, connect_by, loop)
+            if not fresh:
+                idle = self._take_idle(origin, loop.time())
+                if idle is not None:
+                    return idle
+        scheme, host, port = origin
+        connection = Connection(self, origin, f"{host}:{port}", loop)
         self.open_connections += 1
+        self._open_per_origin[origin] = self._open_per_origin.get(origin, 0) + 1
         try:
-            async with asyncio.timeout_at(deadline):
+            async with asyncio.timeout_at(connect_by):
                 await loop.create_connection(
                     lambda: connection, host, port,
                     ssl=self._ssl_context() if scheme == "https" else None,
@@ -152,8 +192,7 @@ class Pool:
                 )
         except TimeoutError:
             connection.close()
-            raise TransportFailure("connect_timeout", f"no connection to {host}:{port} within {connect_timeout:g}s") \
-                from None
+            raise TransportFailure("connect_timeout", f"no connection to {host}:{port} in time") from None
         except OSError as exc:  # ssl.SSLError included
             connection.close()
             if isinstance(exc, ssl.SSLCertVerificationError):
@@ -168,36 +207,74 @@ class Pool:
             raise
         return connection
 
-    async def _wait_for_slot(self, deadline: float, loop: asyncio.AbstractEventLoop) -> None:
-        waiter = loop.create_future()
-        self._waiters.append(waiter)
+    def _slot_free(self, origin: Origin) -> bool:
+        """Whether a new connection to ``origin`` may open now (closing another origin's idle one if need be)."""
+        if self._open_per_origin.get(origin, 0) >= self.max_connections_per_origin:
+            return False
+        if self.open_connections < self.max_connections:
+            return True
+        oldest = self._oldest_idle_elsewhere(origin)
+        if oldest is None:
+            return False
+        oldest.close()  # gives its slot back at once (discard)
+        return True
+
+    def _oldest_idle_elsewhere(self, origin: Origin) -> Connection | None:
+        oldest: Connection | None = None
+        for other, idle in self._idle.items():
+            if other != origin and idle and (oldest is None or idle[0].idle_since < oldest.idle_since):
+                oldest = idle[0]
+        return oldest
+
+    def _could_proceed(self, origin: Origin) -> bool:
+        if self._idle.get(origin):
+            return True
+        if self._open_per_origin.get(origin, 0) >= self.max_connections_per_origin:
+            return False
+        return self.open_connections < self.max_connections or self._oldest_idle_elsewhere(origin) is not None
+
+    async def _wait_for_slot(self, origin: Origin, connect_by: float, loop: asyncio.AbstractEventLoop) -> None:
+        waiter: asyncio.Future[None] = loop.create_future()
+        entry = (origin, waiter)
+        self._waiters.append(entry)
+        woken = False
         try:
-            async with asyncio.timeout_at(deadline):
+            async with asyncio.timeout_at(connect_by):
                 await waiter
+            woken = True
         except TimeoutError:
-            raise TransportFailure(
-                "connect_timeout", f"all {self.max_connections} upstream connections stayed busy") from None
+            raise PoolExhausted(self._exhausted_message(origin)) from None
         finally:
             if not waiter.done():
                 waiter.cancel()
+            if entry in self._waiters:
+                self._waiters.remove(entry)
+            if not woken and waiter.done() and not waiter.cancelled():
+                self._wake()  # woken, but cancelled or timed out before taking the slot: the next waiter's
 
-    def _wake_one(self) -> None:
-        waiters = self._waiters
-        while waiters:
-            waiter = waiters.popleft()
-            if not waiter.done():
+    def _exhausted_message(self, origin: Origin) -> str:
+        _, host, port = origin
+        if self._open_per_origin.get(origin, 0) >= self.max_connections_per_origin:
+            return f"all {self.max_connections_per_origin} connections to {host}:{port} stayed busy"
+        return f"all {self.max_connections} upstream connections stayed busy"
+
+    def _wake(self) -> None:
+        """Wake the first waiter that can proceed now (a slot or an idle connection of its origin is free)."""
+        for entry in self._waiters:
+            origin, waiter = entry
+            if not waiter.done() and self._could_proceed(origin):
                 waiter.set_result(None)
                 return
 
     def release(self, connection: Connection) -> None:
         """A connection whose exchange ended cleanly waits for the next request to its origin."""
-        connection.idle_since = asyncio.get_running_loop().time()
-        idle = self._idle.setdefault(connection.origin, [])
+        connection.idle_since = connection.loop.time()
+        idle = self._idle.setdefault(connection.key, [])
         idle.append(connection)
         if len(idle) > self.max_idle_per_origin:
             idle[0].close()  # the oldest: it is the likeliest to be closed by the server anyway
         if self._waiters:
-            self._wake_one()
+            self._wake()
 
     def discard(self, connection: Connection) -> None:
         """Called once a connection is closed, whoever closed it: it gives back its slot."""
@@ -205,11 +282,20 @@ class Pool:
             return
         connection.counted = False
         self.open_connections -= 1
-        idle = self._idle.get(connection.origin)
-        if idle and connection in idle:
-            idle.remove(connection)
+        key = connection.key
+        remaining = self._open_per_origin.get(key, 0) - 1
+        if remaining > 0:
+            self._open_per_origin[key] = remaining
+        else:
+            self._open_per_origin.pop(key, None)
+        idle = self._idle.get(key)
+        if idle is not None:
+            if connection in idle:
+                idle.remove(connection)
+            if not idle:
+                del self._idle[key]
         if self._waiters:
-            self._wake_one()
+            self._wake()
 
     def _ssl_context(self) -> ssl.SSLContext:
         # The system trust store, which OpenSSL also reads from SSL_CERT_FILE / SSL_CERT_DIR when they are set.
