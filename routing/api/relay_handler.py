@@ -102,22 +102,21 @@ async def _watch_disconnect(receive: Receive, task: asyncio.Task[Any], gone: lis
 
 async def _send(response: HttpResponseBase, send: Send) -> None:
     headers = [(name.encode("latin-1"), value.encode("latin-1")) for name, value in response.items()]
-    await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
-    if isinstance(response, HttpResponse):  # not streaming: the whole body is in memory
-        await send({"type": "http.response.body", "body": response.content})
-        return
-    source = getattr(response, "source", None)
-    if source is None:  # any other streaming response: Django's own async iteration
-        frames = aiter(cast(StreamingHttpResponse, response))  # HttpResponseBase's other kind
-    else:
-        frames = source  # the engine's frames are bytes already
+    frames = getattr(response, "source", None)  # the engine's frames are bytes already
     try:
+        await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
+        if isinstance(response, HttpResponse):  # not streaming: the whole body is in memory
+            await send({"type": "http.response.body", "body": response.content})
+            return
+        if frames is None:  # any other streaming response: Django's own async iteration
+            frames = aiter(cast(StreamingHttpResponse, response))  # HttpResponseBase's other kind
         async for frame in frames:
             await send({"type": "http.response.body", "body": frame, "more_body": True})
         await send({"type": "http.response.body", "body": b""})
     finally:
-        # Closing runs the generator's own clean-up (the attempt's outcome, health, audit) now, also when
-        # the client went away mid-stream, rather than whenever the garbage collector finds it.
+        # Closing runs the generator's own clean-up (the provider connection, the attempt's outcome, health,
+        # audit) now, also when the client went away mid-stream or before its first frame, rather than
+        # whenever the garbage collector finds it.
         close = getattr(frames, "aclose", None)
         if close is not None:
             await close()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -16,6 +16,7 @@ from django.http import HttpResponse
 
 from routing.api import relay_handler
 from routing.api.relay_handler import RelayHandler
+from routing.gateway.responses import RelayStream
 
 
 @pytest.fixture(autouse=True)
@@ -176,5 +177,49 @@ def test_other_paths_and_methods_go_to_the_fallback(path: str, method: str) -> N
         client = Client([b""])
         await RelayHandler(fallback)(scope(path, method), client.receive, client.send)
         assert client.status == 299 and client.body == b"fallback"
+
+    run(scenario)
+
+
+def test_a_stream_whose_client_leaves_before_its_first_frame_is_closed(monkeypatch: pytest.MonkeyPatch) -> None:
+    closed: list[bool] = []
+    kept: list[RelayStream] = []  # held, so only the handler (not the garbage collector) can close the frames
+
+    async def frames() -> AsyncIterator[bytes]:
+        try:
+            yield b""  # started before it is handed on, as the engine's stream is
+            yield b"data: {}\n\n"
+        finally:
+            closed.append(True)  # the engine's clean-up: the provider connection closes here
+
+    async def streaming_view(request: Any) -> RelayStream:
+        source = frames()
+        await anext(source)
+        kept.append(RelayStream(source, content_type="text/event-stream"))
+        return kept[0]
+
+    monkeypatch.setitem(relay_handler.ROUTES, "/v1/chat/completions", (streaming_view, "openai"))
+
+    class SlowToStart(Client):
+        """The response head is still being written when the client hangs up."""
+
+        def __init__(self, pieces: list[bytes], disconnect: asyncio.Event) -> None:
+            super().__init__(pieces, disconnect)
+            self.starting = asyncio.Event()
+
+        async def send(self, message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                self.starting.set()
+                await asyncio.sleep(30)
+            await super().send(message)
+
+    async def scenario() -> None:
+        gone = asyncio.Event()
+        client = SlowToStart([b"{}"], gone)
+        handling = asyncio.create_task(RelayHandler(fallback)(scope(), client.receive, client.send))
+        await asyncio.wait_for(client.starting.wait(), 2)
+        gone.set()
+        await asyncio.wait_for(handling, 2)
+        assert closed == [True]
 
     run(scenario)
