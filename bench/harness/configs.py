@@ -44,9 +44,9 @@ SLOW_STREAM_MODEL = "slowstream"
 ROUTES = ("direct", "concrete", "alias")
 # "relay", "relay-httpx2": the bare ASGI relay (harness/relay_app.py) in the gateway's place, with the
 # gateway's HTTP client or with httpx2, sending the direct model name.
-RELAY_CLIENTS = {"relay": "http1", "relay-httpx2": "httpx2"}
+RELAY_CLIENTS = {"relay": "http1", "relay-aiohttp": "aiohttp", "relay-httpx2": "httpx2"}
 ROUTE_LABELS = {"direct": "direct", "concrete": "gateway", "alias": "gw tier+adaptive", "relay": "bare relay http1",
-                "relay-httpx2": "bare relay httpx2"}
+                "relay-aiohttp": "bare relay aiohttp", "relay-httpx2": "bare relay httpx2"}
 
 
 def model_for(profile: Profile, route: str) -> str:
