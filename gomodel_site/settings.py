@@ -16,6 +16,7 @@ from urllib.parse import parse_qsl, unquote, urlparse
 
 from django.core.exceptions import ImproperlyConfigured
 
+from routing.clients.redis_url import parse_redis_url
 from routing.core.durations import parse_duration
 from routing.core.key_references import parse_allow_list
 
@@ -403,6 +404,11 @@ GOMODEL_MAX_FALLBACKS = env_int("GOMODEL_MAX_FALLBACKS", 1, minimum=0, maximum=9
 GOMODEL_SAME_ROUTE_RETRIES = env_int("GOMODEL_SAME_ROUTE_RETRIES", 1, minimum=0, maximum=5)
 GOMODEL_RETRY_BUDGET = env_float("GOMODEL_RETRY_BUDGET", 0.2, minimum=0.0, maximum=1.0)
 REDIS_URL = env_str("REDIS_URL", "")
+if REDIS_URL:
+    try:
+        parse_redis_url(REDIS_URL)  # one Redis server, and only the URL options the gateway's client implements
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"REDIS_URL {exc}") from None
 # Set for several worker processes: prometheus_client then sums the metrics of all of them.
 PROMETHEUS_MULTIPROC_DIR = env_str("PROMETHEUS_MULTIPROC_DIR", "")
 

@@ -10,7 +10,12 @@ A command that gets no answer within ``timeout`` fails with ``RedisUnavailable``
 (later answers could no longer be matched to their commands); the next command connects again. So does a
 refused or lost connection. A Redis error reply (``-ERR ...``) raises ``RedisReplyError``.
 
-URLs: ``redis://[[user]:password@]host[:port][/db]``, ``rediss://`` for TLS, ``unix:///path?db=N``.
+URLs: ``redis://[[user]:password@]host[:port][/db]``, ``rediss://`` for TLS, ``unix:///path?db=N``
+(``routing/clients/redis_url.py``; one server only, Redis Cluster and Sentinel are not supported).
+
+Connecting (with AUTH and SELECT) runs as a task of its own that every waiting command shares: a command
+cancelled meanwhile (its request's client hung up) leaves it running for the others, so the connection is
+neither leaked half set up nor reported to them as Redis being down.
 """
 
 from __future__ import annotations
@@ -20,7 +25,8 @@ import hashlib
 import ssl
 from collections import deque
 from typing import Any, cast
-from urllib.parse import parse_qs, unquote, urlsplit
+
+from routing.clients.redis_url import parse_redis_url
 
 
 class RedisUnavailable(Exception):
@@ -147,23 +153,12 @@ class Script:
 class RespClient:
     def __init__(self, url: str, *, timeout: float) -> None:
         self.timeout = timeout
-        parts = urlsplit(url)
-        query = parse_qs(parts.query)
-        self._scheme = parts.scheme
-        if parts.scheme == "unix":
-            self._path = parts.path
-            db = query.get("db", ["0"])[0]
-        elif parts.scheme in ("redis", "rediss"):
-            self._host = parts.hostname or "127.0.0.1"
-            self._port = parts.port or 6379
-            db = (parts.path or "/").lstrip("/") or query.get("db", ["0"])[0]
-        else:
-            raise ValueError(f"REDIS_URL must start with redis://, rediss:// or unix://, not {parts.scheme}://")
-        self._db = int(db)
-        self._username = unquote(parts.username) if parts.username else None
-        self._password = unquote(parts.password) if parts.password else None
+        try:
+            self._address = parse_redis_url(url)
+        except ValueError as exc:
+            raise ValueError(f"REDIS_URL {exc}") from None
         self._connection: _Connection | None = None
-        self._connecting: asyncio.Future[_Connection] | None = None
+        self._connecting: asyncio.Task[_Connection] | None = None
 
     async def execute(self, *args: str | bytes | int) -> Any:
         """Send one command and return its reply (``RedisReplyError`` for an error reply).
@@ -198,6 +193,9 @@ class RespClient:
             return await self.execute("EVAL", script.source, len(keys), *keys, *args)
 
     async def aclose(self) -> None:
+        if self._connecting is not None:
+            self._connecting.cancel()  # its own clean-up closes the connection it was setting up
+            self._connecting = None
         if self._connection is not None:
             self._connection.fail(RedisUnavailable("the client was closed"))
             self._connection = None
@@ -211,50 +209,50 @@ class RespClient:
             timer.cancel()
 
     async def _connect(self) -> _Connection:
-        # Concurrent callers share one connection attempt.
-        if self._connecting is not None:
-            return await asyncio.shield(self._connecting)
-        loop = asyncio.get_running_loop()
-        self._connecting = loop.create_future()
-        try:
-            connection = await self._open(loop)
-        except BaseException as exc:
-            failure = exc if isinstance(exc, RedisUnavailable) else RedisUnavailable(str(exc))
-            self._connecting.set_exception(failure)
-            self._connecting.exception()  # retrieved: a failure nobody else awaited is not logged as lost
-            self._connecting = None
-            if isinstance(exc, asyncio.CancelledError):
-                raise
-            raise failure from None
-        self._connection = connection
-        self._connecting.set_result(connection)
-        self._connecting = None
-        return connection
+        """The connection being set up, shared by every caller; a caller's cancellation leaves it running."""
+        task = self._connecting
+        if task is None:
+            task = self._connecting = asyncio.get_running_loop().create_task(self._open())
+            task.add_done_callback(self._connected)
+        return await asyncio.shield(task)
 
-    async def _open(self, loop: asyncio.AbstractEventLoop) -> _Connection:
+    def _connected(self, task: asyncio.Task[_Connection]) -> None:
+        if self._connecting is task:
+            self._connecting = None
+        if task.cancelled() or task.exception() is not None:  # retrieved: nobody may be left to await it
+            return
+        self._connection = task.result()
+
+    async def _open(self) -> _Connection:
+        address = self._address
+        loop = asyncio.get_running_loop()
         connection = _Connection()
         try:
-            async with asyncio.timeout(self.timeout):
-                if self._scheme == "unix":
-                    await loop.create_unix_connection(lambda: connection, self._path)
-                else:
-                    context = ssl.create_default_context() if self._scheme == "rediss" else None
-                    await loop.create_connection(lambda: connection, self._host, self._port, ssl=context)
-        except TimeoutError:
-            raise RedisUnavailable(f"no connection to Redis within {self.timeout:g}s") from None
-        except OSError as exc:
-            raise RedisUnavailable(f"could not connect to Redis ({exc.strerror or exc.__class__.__name__})") \
-                from None
-        setup: list[tuple[str | int, ...]] = []
-        if self._password is not None:
-            setup.append(("AUTH", self._username, self._password) if self._username else ("AUTH", self._password))
-        if self._db:
-            setup.append(("SELECT", self._db))
-        for command in setup:
-            reply = await self._wait(connection, connection.send(encode_command(command)))
-            if isinstance(reply, RedisReplyError):
-                connection.fail(RedisUnavailable("setup failed"))
-                raise RedisUnavailable(f"Redis refused {command[0]}: {reply}")
+            try:
+                async with asyncio.timeout(self.timeout):
+                    if address.scheme == "unix":
+                        await loop.create_unix_connection(lambda: connection, address.path)
+                    else:
+                        context = ssl.create_default_context() if address.scheme == "rediss" else None
+                        await loop.create_connection(lambda: connection, address.host, address.port, ssl=context)
+            except TimeoutError:
+                raise RedisUnavailable(f"no connection to Redis within {self.timeout:g}s") from None
+            except OSError as exc:
+                raise RedisUnavailable(f"could not connect to Redis ({exc.strerror or exc.__class__.__name__})") \
+                    from None
+            setup: list[tuple[str | int, ...]] = []
+            if address.password is not None:
+                setup.append(("AUTH", address.username, address.password) if address.username
+                             else ("AUTH", address.password))
+            if address.db:
+                setup.append(("SELECT", address.db))
+            for command in setup:
+                reply = await self._wait(connection, connection.send(encode_command(command)))
+                if isinstance(reply, RedisReplyError):
+                    raise RedisUnavailable(f"Redis refused {command[0]}: {reply}")
+        except BaseException:
+            connection.fail(RedisUnavailable("setup failed"))  # never left open half set up
+            raise
         return connection
 
 

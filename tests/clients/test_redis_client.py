@@ -8,14 +8,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import socket
+import subprocess
+import sys
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 
+from routing.clients.pin_store import RedisPinStore
 from routing.clients.redis_client import (
     RedisReplyError,
     RedisUnavailable,
@@ -28,6 +33,7 @@ from routing.clients.redis_client import (
 pytestmark = pytest.mark.services
 
 REDIS_DB15 = "redis://127.0.0.1:6379/15"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize(("raw", "value"), [
@@ -259,3 +265,137 @@ def test_a_reply_split_across_packets_is_put_together() -> None:
 def test_an_unsupported_url_scheme_is_refused_by_name() -> None:
     with pytest.raises(ValueError, match="redis://"):
         RespClient("memcached://127.0.0.1", timeout=1.0)
+
+
+def authenticating_server(auth_answered: asyncio.Event, auth_seen: asyncio.Event) -> Handler:
+    """A Redis that holds its answer to AUTH until ``auth_answered`` is set, then answers PONG to anything."""
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        data = await reader.read(1024)
+        assert b"AUTH" in data
+        auth_seen.set()
+        await auth_answered.wait()
+        writer.write(b"+OK\r\n")
+        while await reader.read(1024):
+            writer.write(b"+PONG\r\n")
+
+    return handler
+
+
+def test_a_command_cancelled_while_the_connection_authenticates_leaves_it_to_the_others() -> None:
+    connections = 0
+
+    async def scenario() -> None:
+        nonlocal connections
+        auth_answered, auth_seen = asyncio.Event(), asyncio.Event()
+        serve = authenticating_server(auth_answered, auth_seen)
+
+        async def counting(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            nonlocal connections
+            connections += 1
+            await serve(reader, writer)
+
+        async with scripted_server(counting) as url:
+            client = RespClient(url.replace("redis://", "redis://:secret@"), timeout=2.0)
+            try:
+                cancelled = asyncio.create_task(client.execute("PING"))  # its client hung up...
+                waiting = asyncio.create_task(client.execute("PING"))  # ...this one's did not
+                await asyncio.wait_for(auth_seen.wait(), 2)
+                cancelled.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await cancelled
+                auth_answered.set()
+                assert await waiting == "PONG"  # not RedisUnavailable: Redis is not down
+                assert await client.execute("PING") == "PONG"
+                assert connections == 1
+            finally:
+                await client.aclose()
+
+    run(scenario)  # scripted_server waits for every connection to be closed: none leaked
+
+
+def test_a_lone_command_cancelled_mid_auth_leaks_no_connection() -> None:
+    connections = 0
+
+    async def scenario() -> None:
+        nonlocal connections
+        auth_answered, auth_seen = asyncio.Event(), asyncio.Event()
+        serve = authenticating_server(auth_answered, auth_seen)
+
+        async def counting(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            nonlocal connections
+            connections += 1
+            await serve(reader, writer)
+
+        async with scripted_server(counting) as url:
+            client = RespClient(url.replace("redis://", "redis://:secret@"), timeout=2.0)
+            try:
+                cancelled = asyncio.create_task(client.execute("PING"))
+                await asyncio.wait_for(auth_seen.wait(), 2)
+                cancelled.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await cancelled
+                auth_answered.set()
+                assert await client.execute("PING") == "PONG"  # on the connection set up meanwhile
+                assert connections == 1
+            finally:
+                await client.aclose()
+
+    run(scenario)
+
+
+def test_a_pin_lookup_cancelled_mid_auth_does_not_mark_redis_down() -> None:
+    async def scenario() -> None:
+        auth_answered, auth_seen = asyncio.Event(), asyncio.Event()
+
+        async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await reader.read(1024)
+            auth_seen.set()
+            await auth_answered.wait()
+            writer.write(b"+OK\r\n")
+            while await reader.read(1024):
+                writer.write(b"$-1\r\n")  # no pin
+
+        async with scripted_server(handler) as url:
+            store = RedisPinStore(url.replace("redis://", "redis://:secret@"), socket_timeout=2.0)
+            try:
+                cancelled = asyncio.create_task(store.get("tier", "session-a"))
+                waiting = asyncio.create_task(store.get("tier", "session-b"))
+                await asyncio.wait_for(auth_seen.wait(), 2)
+                cancelled.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await cancelled
+                auth_answered.set()
+                assert await waiting is None
+                assert store.redis_available
+            finally:
+                await store.aclose()
+
+    run(scenario)
+
+
+@pytest.mark.parametrize(("url", "words"), [
+    ("redis://127.0.0.1:6379/0?ssl_cert_reqs=none", "option ssl_cert_reqs is not supported"),
+    ("redis://127.0.0.1:6379?socket_timeout=5&db=1", "option socket_timeout is not supported"),
+    ("redis+sentinel://127.0.0.1:26379/mymaster", "Sentinel are not supported"),
+    ("redis://10.0.0.1:6379,10.0.0.2:6379/0", "several hosts"),
+    ("redis://127.0.0.1:6379/cache", "a database is a number"),
+    ("unix://?db=0", "socket's path"),
+])
+def test_a_url_the_client_cannot_honour_is_refused_by_what_is_wrong(url: str, words: str) -> None:
+    with pytest.raises(ValueError, match=words):
+        RespClient(url, timeout=1.0)
+
+
+def test_a_url_s_password_is_never_in_the_error() -> None:
+    with pytest.raises(ValueError) as refused:
+        RespClient("redis://:hunter2@127.0.0.1:6379/zero", timeout=1.0)
+    assert "hunter2" not in str(refused.value)
+
+
+def test_settings_refuse_to_load_with_an_unsupported_redis_url() -> None:
+    env = dict(os.environ, REDIS_URL="rediss://redis.example.com:6380/0?ssl_ca_certs=/etc/ca.pem")
+    done = subprocess.run([sys.executable, "-c", "import gomodel_site.settings"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    assert "ImproperlyConfigured: REDIS_URL option ssl_ca_certs is not supported" in done.stderr
