@@ -64,21 +64,26 @@ class ProductionGateway:
         self.env = env
         self.log_path = tmp / "gateway.log"
         self.process: subprocess.Popen[bytes] | None = None
+        self._log_start = 0
 
     def start(self) -> None:
         command = [sys.executable, "-m", "granian", "--interface", "asgi", "--workers", "2", "--backpressure", "2000",
                    "--host", "127.0.0.1", "--port", str(self.port), "gomodel_site.asgi:application"]
         with open(self.log_path, "ab") as log:
-            log.write(f"--- start {time.strftime('%H:%M:%S')}\n".encode())
-            log.flush()
+            self._log_start = log.tell()
             self.process = subprocess.Popen(command, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
                                             start_new_session=True)
-        wait_for(self._ready, 60, "the gateway to answer /health/ready")
+        wait_for(self._ready, 60, "both workers to serve and /health/ready to answer")
 
     def _ready(self) -> bool:
         assert self.process is not None
         if self.process.poll() is not None:
             raise AssertionError(f"the gateway exited: {self.log()[-3000:]}")
+        # A worker still importing the application when the master forwards SIGTERM misses the signal (it
+        # still has the master's handler) and never stops: wait until both run their own.
+        started = self.log_path.read_bytes()[self._log_start:]
+        if not (b"Started worker-1" in started and b"Started worker-2" in started):
+            return False
         return port_open(self.port) and asyncio.run(_get_status(self.port, "/health/ready")) == 200
 
     def signal(self, signum: int) -> None:
