@@ -10,6 +10,10 @@ pool is full, an idle connection of another origin is closed to make room; when 
 request waits for a slot for at most its connect timeout and then fails with ``PoolExhausted`` (the
 gateway's own overload, not the provider's).
 
+Each request names its ``Route`` (``dial.py``): directly or through a proxy, and the TLS context for an https
+origin. Connections are pooled per origin and route, so providers with different proxies or trust never
+share one.
+
 A kept-alive connection can be closed by the server just as a request goes out on it. When that request got
 no byte of an answer, it is sent once more on a new connection: the server closed the connection instead of
 reading the request, so nothing was processed. Once any byte came back, the outcome is the caller's to judge.
@@ -25,8 +29,10 @@ from typing import NamedTuple
 from urllib.parse import urlsplit
 
 from routing.clients.http1.connection import Connection
+from routing.clients.http1.dial import DIRECT, Resolver, Route, connect_socket, open_tunnel, system_resolver
 from routing.clients.http1.failures import PoolExhausted, TransportFailure
 from routing.clients.http1.response import UpstreamResponse
+from routing.clients.http1.tls import client_context
 
 USER_AGENT = "gomodel-gateway"
 # Written by the pool itself; a caller's copy would contradict it.
@@ -35,6 +41,7 @@ _INLINE_BODY_MAX = 64 * 1024  # smaller bodies go out in the same write as the h
 _MAX_CACHED_TARGETS = 1024
 
 Origin = tuple[str, str, int]  # scheme, host, port
+Key = tuple[Origin, Route]  # what connections are pooled by
 
 
 class Target(NamedTuple):
@@ -71,8 +78,17 @@ def parse_target(url: str) -> Target:
     return target
 
 
-def request_head(method: str, target: Target, headers: Mapping[str, str], body_length: int) -> bytes:
-    lines = [f"{method} {target.path} HTTP/1.1\r\nhost: {target.host_header}\r\nuser-agent: {USER_AGENT}\r\n"]
+def request_head(method: str, target: Target, headers: Mapping[str, str], body_length: int,
+                 route: Route = DIRECT) -> bytes:
+    proxy = route.proxy
+    if proxy is not None and target.origin[0] == "http":
+        # Through a proxy an http request names its whole URL (absolute form), and authenticates to the proxy.
+        request_target = f"http://{target.host_header}{target.path}"
+        auth = f"proxy-authorization: {proxy.authorization}\r\n" if proxy.authorization else ""
+    else:
+        request_target, auth = target.path, ""
+    lines = [f"{method} {request_target} HTTP/1.1\r\nhost: {target.host_header}\r\nuser-agent: {USER_AGENT}\r\n"
+             f"{auth}"]
     for name, value in headers.items():
         if name.lower() in _RESERVED_HEADERS:
             continue
@@ -92,9 +108,10 @@ class Pool:
         self, *, max_connections: int, max_idle_per_origin: int, keepalive_expiry: float,
         ssl_context: ssl.SSLContext | None = None, max_connections_per_origin: int | None = None,
         max_response_bytes: int = 64 * 1024 * 1024, max_decoded_bytes: int = 128 * 1024 * 1024,
+        resolver: Resolver = system_resolver,
     ) -> None:
-        """``ssl_context`` replaces the default (the system trust store, host names checked) for https origins;
-        ``max_connections_per_origin`` defaults to ``max_connections``."""
+        """``ssl_context`` replaces the default (the system trust store, host names checked) for https origins
+        whose route names none; ``max_connections_per_origin`` defaults to ``max_connections``."""
         self.max_connections = max_connections
         self.max_connections_per_origin = max_connections_per_origin or max_connections
         self.max_idle_per_origin = max_idle_per_origin
@@ -102,14 +119,15 @@ class Pool:
         self.max_response_bytes = max_response_bytes
         self.max_decoded_bytes = max_decoded_bytes
         self.open_connections = 0
-        self._open_per_origin: dict[Origin, int] = {}
-        self._idle: dict[Origin, list[Connection]] = {}
-        self._waiters: deque[tuple[Origin, asyncio.Future[None]]] = deque()
+        self._open_per_origin: dict[Key, int] = {}
+        self._idle: dict[Key, list[Connection]] = {}
+        self._waiters: deque[tuple[Key, asyncio.Future[None]]] = deque()
         self._ssl = ssl_context
+        self._resolver = resolver
 
     async def request(
         self, method: str, url: str, headers: Mapping[str, str], body: bytes, *, timeout: float,
-        connect_timeout: float, idle_timeout: float | None = None,
+        connect_timeout: float, idle_timeout: float | None = None, route: Route = DIRECT,
     ) -> UpstreamResponse:
         """Send a request; return once the status line and headers are in (the body is read from the response).
 
@@ -118,20 +136,21 @@ class Pool:
         ``idle_timeout``, when given, bounds each silence between two pieces of the body (a stream).
         """
         target = parse_target(url)
-        head = request_head(method, target, headers, len(body))
+        head = request_head(method, target, headers, len(body), route)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         connect_by = min(deadline, loop.time() + connect_timeout)
-        connection = self._take_idle(target.origin, loop.time())
+        key = (target.origin, route)
+        connection = self._take_idle(key, loop.time())
         if connection is None:
-            connection = await self._open(target, connect_by, loop, fresh=False)
+            connection = await self._open(target, key, connect_by, loop, fresh=False)
         try:
             response = await self._exchange(connection, head, body, deadline)
         except TransportFailure as failure:
             if not (connection.reused and failure.kind == "connection_lost" and not connection.answered):
                 raise
             # The server closed a kept-alive connection as the request went out, and not a byte came back.
-            connection = await self._open(target, min(deadline, loop.time() + connect_timeout), loop, fresh=True)
+            connection = await self._open(target, key, min(deadline, loop.time() + connect_timeout), loop, fresh=True)
             response = await self._exchange(connection, head, body, deadline)
         response.deadline = deadline
         response.idle_timeout = idle_timeout
@@ -157,8 +176,8 @@ class Pool:
 
     # -- connections --------------------------------------------------------------------------------
 
-    def _take_idle(self, origin: Origin, now: float) -> Connection | None:
-        idle = self._idle.get(origin)
+    def _take_idle(self, key: Key, now: float) -> Connection | None:
+        idle = self._idle.get(key)
         while idle:
             connection = idle.pop()
             if connection.closed:
@@ -169,30 +188,30 @@ class Pool:
             return connection
         return None
 
-    async def _open(self, target: Target, connect_by: float, loop: asyncio.AbstractEventLoop, *,
+    async def _open(self, target: Target, key: Key, connect_by: float, loop: asyncio.AbstractEventLoop, *,
                     fresh: bool) -> Connection:
         """A new connection (or, unless ``fresh``, an idle one that came back while waiting for a slot)."""
-        origin = target.origin
-        while not self._slot_free(origin):
-            await self._wait_for_slot(origin, connect_by, loop)
+        while not self._slot_free(key):
+            await self._wait_for_slot(key, connect_by, loop)
             if not fresh:
-                idle = self._take_idle(origin, loop.time())
+                idle = self._take_idle(key, loop.time())
                 if idle is not None:
                     return idle
-        scheme, host, port = origin
-        connection = Connection(self, origin, f"{host}:{port}", loop)
+        _, host, port = target.origin
+        route = key[1]
+        where = f"{host}:{port}" + (f" through the proxy {route.proxy.address}" if route.proxy else "")
+        connection = Connection(self, key, f"{host}:{port}", loop)
         self.open_connections += 1
-        self._open_per_origin[origin] = self._open_per_origin.get(origin, 0) + 1
+        self._open_per_origin[key] = self._open_per_origin.get(key, 0) + 1
         try:
             async with asyncio.timeout_at(connect_by):
-                await loop.create_connection(
-                    lambda: connection, host, port,
-                    ssl=self._ssl_context() if scheme == "https" else None,
-                    server_hostname=host if scheme == "https" else None,
-                )
+                await self._dial(connection, target, route, loop)
         except TimeoutError:
             connection.close()
-            raise TransportFailure("connect_timeout", f"no connection to {host}:{port} in time") from None
+            raise TransportFailure("connect_timeout", f"no connection to {where} in time") from None
+        except TransportFailure:
+            connection.close()
+            raise
         except OSError as exc:  # ssl.SSLError included
             connection.close()
             if isinstance(exc, ssl.SSLCertVerificationError):
@@ -200,42 +219,60 @@ class Pool:
             elif isinstance(exc, ssl.SSLError):
                 reason = f"TLS failed: {exc.reason or exc.__class__.__name__}"
             else:
-                reason = exc.strerror or exc.__class__.__name__
-            raise TransportFailure("connect", f"could not connect to {host}:{port} ({reason})") from None
+                reason = exc.strerror or str(exc) or exc.__class__.__name__
+            raise TransportFailure("connect", f"could not connect to {where} ({reason})") from None
         except BaseException:
             connection.close()
             raise
         return connection
 
-    def _slot_free(self, origin: Origin) -> bool:
-        """Whether a new connection to ``origin`` may open now (closing another origin's idle one if need be)."""
-        if self._open_per_origin.get(origin, 0) >= self.max_connections_per_origin:
+    async def _dial(self, connection: Connection, target: Target, route: Route,
+                    loop: asyncio.AbstractEventLoop) -> None:
+        """Connect ``connection`` to the origin: TCP (to the proxy, if any), the tunnel, then TLS."""
+        scheme, host, port = target.origin
+        proxy = route.proxy
+        sock = await connect_socket(proxy.host if proxy else host, proxy.port if proxy else port, self._resolver)
+        try:
+            tls: ssl.SSLContext | None = None
+            if scheme == "https":
+                if proxy is not None:
+                    await open_tunnel(sock, proxy, f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
+                tls = route.tls or self._ssl_context()
+            await loop.create_connection(lambda: connection, sock=sock, ssl=tls,
+                                         server_hostname=host if tls is not None else None)
+        except BaseException:
+            sock.close()
+            raise
+
+    def _slot_free(self, key: Key) -> bool:
+        """Whether a new connection to ``key`` may open now (closing another origin's idle one if need be)."""
+        if self._open_per_origin.get(key, 0) >= self.max_connections_per_origin:
             return False
         if self.open_connections < self.max_connections:
             return True
-        oldest = self._oldest_idle_elsewhere(origin)
+        oldest = self._oldest_idle_elsewhere(key)
         if oldest is None:
             return False
         oldest.close()  # gives its slot back at once (discard)
         return True
 
-    def _oldest_idle_elsewhere(self, origin: Origin) -> Connection | None:
+    def _oldest_idle_elsewhere(self, key: Key) -> Connection | None:
         oldest: Connection | None = None
         for other, idle in self._idle.items():
-            if other != origin and idle and (oldest is None or idle[0].idle_since < oldest.idle_since):
+            if other != key and idle and (oldest is None or idle[0].idle_since < oldest.idle_since):
                 oldest = idle[0]
         return oldest
 
-    def _could_proceed(self, origin: Origin) -> bool:
-        if self._idle.get(origin):
+    def _could_proceed(self, key: Key) -> bool:
+        if self._idle.get(key):
             return True
-        if self._open_per_origin.get(origin, 0) >= self.max_connections_per_origin:
+        if self._open_per_origin.get(key, 0) >= self.max_connections_per_origin:
             return False
-        return self.open_connections < self.max_connections or self._oldest_idle_elsewhere(origin) is not None
+        return self.open_connections < self.max_connections or self._oldest_idle_elsewhere(key) is not None
 
-    async def _wait_for_slot(self, origin: Origin, connect_by: float, loop: asyncio.AbstractEventLoop) -> None:
+    async def _wait_for_slot(self, key: Key, connect_by: float, loop: asyncio.AbstractEventLoop) -> None:
         waiter: asyncio.Future[None] = loop.create_future()
-        entry = (origin, waiter)
+        entry = (key, waiter)
         self._waiters.append(entry)
         woken = False
         try:
@@ -243,7 +280,7 @@ class Pool:
                 await waiter
             woken = True
         except TimeoutError:
-            raise PoolExhausted(self._exhausted_message(origin)) from None
+            raise PoolExhausted(self._exhausted_message(key)) from None
         finally:
             if not waiter.done():
                 waiter.cancel()
@@ -252,17 +289,17 @@ class Pool:
             if not woken and waiter.done() and not waiter.cancelled():
                 self._wake()  # woken, but cancelled or timed out before taking the slot: the next waiter's
 
-    def _exhausted_message(self, origin: Origin) -> str:
-        _, host, port = origin
-        if self._open_per_origin.get(origin, 0) >= self.max_connections_per_origin:
+    def _exhausted_message(self, key: Key) -> str:
+        _, host, port = key[0]
+        if self._open_per_origin.get(key, 0) >= self.max_connections_per_origin:
             return f"all {self.max_connections_per_origin} connections to {host}:{port} stayed busy"
         return f"all {self.max_connections} upstream connections stayed busy"
 
     def _wake(self) -> None:
         """Wake the first waiter that can proceed now (a slot or an idle connection of its origin is free)."""
         for entry in self._waiters:
-            origin, waiter = entry
-            if not waiter.done() and self._could_proceed(origin):
+            key, waiter = entry
+            if not waiter.done() and self._could_proceed(key):
                 waiter.set_result(None)
                 return
 
@@ -300,7 +337,7 @@ class Pool:
     def _ssl_context(self) -> ssl.SSLContext:
         # The system trust store, which OpenSSL also reads from SSL_CERT_FILE / SSL_CERT_DIR when they are set.
         if self._ssl is None:
-            self._ssl = ssl.create_default_context()
+            self._ssl = client_context()
         return self._ssl
 
     def close(self) -> None:

@@ -6,6 +6,7 @@ for byte. ``Server`` also records what each connection saw, so a test can tell w
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -43,15 +44,19 @@ def make_pool(**options: Any) -> Pool:
 class Server:
     """A loopback server running ``handler`` per connection; counts connections and notices their end."""
 
-    def __init__(self, handler: Handler) -> None:
+    def __init__(self, handler: Handler, *, sock: socket.socket | None = None) -> None:
         self.handler = handler
+        self.sock = sock  # a listening socket to serve on, instead of a new one on 127.0.0.1
         self.connections = 0
         self.open = 0  # connections whose client has not closed them yet
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
 
     async def __aenter__(self) -> Server:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        if self.sock is not None:
+            self._server = await asyncio.start_server(self._serve, sock=self.sock)
+        else:
+            self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
