@@ -16,6 +16,7 @@ from urllib.parse import parse_qsl, unquote, urlparse
 
 from django.core.exceptions import ImproperlyConfigured
 
+from routing.clients.http1.proxy import parse_proxy_url
 from routing.clients.redis_url import parse_redis_url
 from routing.core.durations import parse_duration
 from routing.core.key_references import parse_allow_list
@@ -126,6 +127,17 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if raw is None or raw.strip() == "":
         return default
     return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def env_proxy(name: str) -> str:
+    """A proxy URL from ``NAME`` (or its lower-case form, as curl and Go read it), checked; empty when unset."""
+    value = env_str(name) or env_str(name.lower())
+    if value:
+        try:
+            parse_proxy_url(value)
+        except ValueError as exc:
+            raise ImproperlyConfigured(f"{name}: {exc}") from None  # never the URL: it may hold a password
+    return value
 
 
 def provider_secret(variable: str) -> str | None:
@@ -397,6 +409,11 @@ GOMODEL_UPSTREAM_MAX_DECOMPRESSED_BYTES = env_int("GOMODEL_UPSTREAM_MAX_DECOMPRE
                                                   minimum=64 * 1024)
 # The longest silence between two pieces of a provider's stream (the attempt's deadline bounds it as a whole).
 GOMODEL_STREAM_IDLE_TIMEOUT = env_duration("GOMODEL_STREAM_IDLE_TIMEOUT", "5m", minimum=0.001)
+# Provider traffic through an HTTP proxy (docs/providers.md): HTTPS_PROXY for https providers (a CONNECT tunnel),
+# HTTP_PROXY for http ones, NO_PROXY the hosts that go direct; a provider's own `proxy` setting wins.
+HTTPS_PROXY = env_proxy("HTTPS_PROXY")
+HTTP_PROXY = env_proxy("HTTP_PROXY")
+NO_PROXY = env_str("NO_PROXY") or env_str("no_proxy")
 # Attempts per request: one primary plus GOMODEL_MAX_FALLBACKS fallbacks, and a same-route retry only for an
 # early connection failure; retries and fallbacks together stay under GOMODEL_RETRY_BUDGET of all requests.
 GOMODEL_MAX_ATTEMPTS = env_int("GOMODEL_MAX_ATTEMPTS", 3, minimum=1, maximum=10)

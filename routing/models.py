@@ -15,6 +15,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models
 
+from routing.config.provider_egress import egress_problems
 from routing.config.provider_keys import variable_refusal
 from routing.core.key_references import reference_variable
 from routing.core.table import CAPABILITIES, PROVIDER_KINDS, STRATEGIES
@@ -109,6 +110,24 @@ class Provider(models.Model):
     timeout_seconds = models.PositiveIntegerField(
         default=600, validators=[MinValueValidator(1)], help_text="Upper bound for one upstream attempt."
     )
+    proxy = models.CharField(
+        max_length=500, blank=True,
+        help_text="Empty: HTTPS_PROXY / HTTP_PROXY / NO_PROXY from the environment. direct: never through a proxy. "
+        "Or this provider's own proxy, http://host:port (no credentials: put those in the environment).",
+    )
+    ca_bundle = models.CharField(
+        max_length=500, blank=True,
+        help_text="Absolute path of a PEM file of the CAs to trust for this provider, instead of the system store.",
+    )
+    client_cert = models.CharField(
+        max_length=500, blank=True,
+        help_text="Absolute path of a PEM client certificate (chain) for mutual TLS.",
+    )
+    client_key = models.CharField(
+        max_length=500, blank=True,
+        help_text="Absolute path of the client certificate's unencrypted PEM key; empty when the certificate file "
+        "holds it.",
+    )
     enabled = models.BooleanField(default=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -121,6 +140,10 @@ class Provider(models.Model):
     def clean(self) -> None:
         if self.kind == "azure_openai" and not self.api_version:
             raise ValidationError({"api_version": "Azure OpenAI needs an api-version, e.g. 2024-10-21."})
+        problems = egress_problems(proxy=self.proxy, ca_bundle=self.ca_bundle, client_cert=self.client_cert,
+                                   client_key=self.client_key)
+        if problems:
+            raise ValidationError(problems)
 
 
 class ProviderKey(models.Model):

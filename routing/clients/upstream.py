@@ -26,8 +26,11 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
+from routing.clients.egress import egress
 from routing.clients.http1 import Pool, TransportFailure, UpstreamResponse
+from routing.clients.http1.pool import parse_target
 from routing.core.error_classifier import ExceptionKind
+from routing.core.table import ProviderSpec
 
 KEEPALIVE_EXPIRY_S = 30.0
 MAX_IDLE_PER_PROVIDER = 200
@@ -48,6 +51,7 @@ class UpstreamRequest:
     timeout_s: float
     connect_timeout_s: float
     idle_timeout_s: float | None = None  # streams: the longest silence between two pieces
+    provider: ProviderSpec | None = None  # its proxy and TLS settings (None: the environment's, the system's)
 
     def __repr__(self) -> str:
         headers = {k: ("********" if k.lower() in KEY_HEADERS else v) for k, v in self.headers.items()}
@@ -88,19 +92,21 @@ pool = UpstreamPool()
 
 
 def build(method: str, url: str, headers: Mapping[str, str], body: bytes, timeout_s: float, *,
-          stream: bool = False) -> UpstreamRequest:
+          stream: bool = False, provider: ProviderSpec | None = None) -> UpstreamRequest:
     """An upstream request whose whole exchange ends by ``timeout_s`` (the attempt's share of the deadline);
     a stream also fails after ``GOMODEL_STREAM_IDLE_TIMEOUT`` without a byte."""
     connect = min(settings.GOMODEL_UPSTREAM_CONNECT_TIMEOUT, timeout_s)
     idle = settings.GOMODEL_STREAM_IDLE_TIMEOUT if stream else None
-    return UpstreamRequest(method, url, headers, body, timeout_s, connect, idle)
+    return UpstreamRequest(method, url, headers, body, timeout_s, connect, idle, provider)
 
 
 async def send(request: UpstreamRequest) -> UpstreamResponse:
     """Send and return as soon as the status line and headers are in; the body is read by the caller."""
+    route = egress.route(request.provider, parse_target(request.url).origin)
     return await pool.get().request(
         request.method, request.url, request.headers, request.body,
         timeout=request.timeout_s, connect_timeout=request.connect_timeout_s, idle_timeout=request.idle_timeout_s,
+        route=route,
     )
 
 

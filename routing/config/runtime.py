@@ -18,6 +18,7 @@ from django.conf import settings
 from django.db import close_old_connections
 
 from routing import models as m
+from routing.clients.egress import egress
 from routing.config.provider_keys import look_up
 from routing.core.table import (
     ContractSpec,
@@ -98,6 +99,10 @@ def compile_table(version: int) -> RoutingTable:
                 key_problems=tuple(problems),
                 api_version=provider.api_version,
                 timeout_s=float(provider.timeout_seconds),
+                proxy=provider.proxy,
+                ca_bundle=provider.ca_bundle,
+                client_cert=provider.client_cert,
+                client_key=provider.client_key,
             )
         )
     enabled_providers = {p.name for p in providers}
@@ -220,7 +225,11 @@ class Runtime:
                 version = current_version()
                 if self._table is not None and version == self._table.version:
                     return False
-                self.swap(compile_table(version))
+                table = compile_table(version)
+                # TLS files are read here, off the request path, and again at every change (rotated files).
+                for problem in egress.prepare(table.providers.values()):
+                    log.error("TLS files of %s: its attempts fail without being sent", problem)
+                self.swap(table)
                 self.last_error = None
                 log.info("routing table version %d loaded", version)
                 return True

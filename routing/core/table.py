@@ -53,6 +53,13 @@ class ProviderSpec:
     key_problems: tuple[str, ...] = ()
     api_version: str = ""  # azure_openai only
     timeout_s: float = 600.0
+    # How the provider is reached (docs/providers.md): "" takes HTTPS_PROXY / HTTP_PROXY / NO_PROXY from the
+    # environment, "direct" no proxy at all, or an http://host:port proxy of its own. TLS files are PEM paths:
+    # a CA bundle trusted instead of the system store, and a client certificate (and key) for mutual TLS.
+    proxy: str = ""
+    ca_bundle: str = ""
+    client_cert: str = ""
+    client_key: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -87,7 +87,8 @@ def _request(spec: AttemptSpec) -> upstream.UpstreamRequest:
     )
     payload = json.dumps(built.json, ensure_ascii=False, separators=(",", ":")).encode()
     timeout = min(spec.timeout_s, spec.provider.timeout_s)
-    return upstream.build(built.method, built.url, built.headers, payload, timeout, stream=spec.stream)
+    return upstream.build(built.method, built.url, built.headers, payload, timeout, stream=spec.stream,
+                          provider=spec.provider)
 
 
 async def run_json_attempt(spec: AttemptSpec) -> AttemptResult:

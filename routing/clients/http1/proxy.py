@@ -18,7 +18,7 @@ import ipaddress
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit
 
-DIRECT = "direct"  # a provider's ``proxy`` setting that bypasses any environment proxy
+DIRECT_SETTING = "direct"  # a provider's ``proxy`` setting that bypasses any environment proxy
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ from django.db import transaction
 from routing import models as m
 from routing.config.file.dump import dump_config
 from routing.config.file.schema import SETTINGS_FIELDS
+from routing.config.provider_egress import EGRESS_FIELDS
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,7 @@ def _apply(canonical: Mapping[str, Any], before: Mapping[str, Any], *, prune: bo
                 "api_version": entry.get("api_version", ""),
                 "timeout_seconds": entry.get("timeout_seconds", 600),
                 "enabled": entry.get("enabled", True),
+                **{name: entry.get(name, "") for name in EGRESS_FIELDS},
             },
         )
         refs = entry.get("api_keys") or ([entry["api_key"]] if "api_key" in entry else [])

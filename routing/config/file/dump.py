@@ -13,6 +13,7 @@ import yaml
 
 from routing import models as m
 from routing.config.file.schema import SETTINGS_FIELDS
+from routing.config.provider_egress import EGRESS_FIELDS
 
 
 def _decimal_out(value: Decimal | None) -> float | None:
@@ -32,6 +33,9 @@ def _provider_entry(provider: m.Provider) -> dict[str, Any]:
         entry["timeout_seconds"] = provider.timeout_seconds
     if not provider.enabled:
         entry["enabled"] = False
+    for name in EGRESS_FIELDS:
+        if getattr(provider, name):
+            entry[name] = getattr(provider, name)
     return entry
 
 

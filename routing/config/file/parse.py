@@ -25,6 +25,7 @@ from routing.config.file.checks import (
 )
 from routing.config.file.contract import _parse_contract
 from routing.config.file.schema import SECTIONS, SETTINGS_FIELDS, ConfigError
+from routing.config.provider_egress import EGRESS_FIELDS, egress_problems
 from routing.config.provider_keys import look_up
 from routing.core.graph import check_virtual_graph
 from routing.core.table import CAPABILITIES, PROVIDER_KINDS, STRATEGIES
@@ -128,7 +129,7 @@ def _known(name: Any, names: set[str]) -> bool:
 def _parse_provider(chk: _Checker, path: str, entry: dict[str, Any]) -> dict[str, Any]:
     """One ``providers`` entry; its key references must name variables that may hold a key, and are set."""
     _check_unknown_keys(chk, path, entry, ("name", "kind", "base_url", "api_key", "api_keys", "api_version",
-                                           "timeout_seconds", "enabled"))
+                                           "timeout_seconds", "enabled", *EGRESS_FIELDS))
     _check_name(chk, f"{path}.name", entry.get("name"))
     if entry.get("kind") not in PROVIDER_KINDS:
         chk.add(f"{path}.kind", f"unknown kind {entry.get('kind')!r} (expected {', '.join(PROVIDER_KINDS)})")
@@ -157,6 +158,7 @@ def _parse_provider(chk: _Checker, path: str, entry: dict[str, Any]) -> dict[str
             keys.append(ref.strip())
     _check_number(chk, f"{path}.timeout_seconds", entry.get("timeout_seconds"), minimum=1, integer=True)
     _check_bool(chk, f"{path}.enabled", entry.get("enabled"))
+    egress = _parse_egress(chk, path, entry)
     provider = {"name": entry.get("name"), "kind": entry.get("kind"), "base_url": base_url}
     if len(keys) == 1 and "api_key" in entry:
         provider["api_key"] = keys[0]
@@ -168,7 +170,22 @@ def _parse_provider(chk: _Checker, path: str, entry: dict[str, Any]) -> dict[str
         provider["timeout_seconds"] = entry["timeout_seconds"]
     if entry.get("enabled") is False:
         provider["enabled"] = False
+    provider.update(egress)
     return provider
+
+
+def _parse_egress(chk: _Checker, path: str, entry: dict[str, Any]) -> dict[str, str]:
+    """A provider's ``proxy`` and TLS files (docs/providers.md), the ones that are set."""
+    values: dict[str, str] = {}
+    for name in EGRESS_FIELDS:
+        value = entry.get(name, "")
+        if not isinstance(value, str):
+            chk.add(f"{path}.{name}", f"expected a string, got {type(value).__name__}")
+        elif value.strip():
+            values[name] = value.strip()
+    for name, problem in egress_problems(**{name: values.get(name, "") for name in EGRESS_FIELDS}).items():
+        chk.add(f"{path}.{name}", problem)
+    return values
 
 
 def _parse_model(chk: _Checker, path: str, entry: dict[str, Any], provider_names: set[str]) -> dict[str, Any]:
