@@ -16,7 +16,11 @@ from __future__ import annotations
 
 import os
 
-import django
+from routing.ops import early_stop
+
+early_stop.catch()  # before Django: a stop signal forwarded while the worker is still importing is kept
+
+import django  # noqa: E402
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gomodel_site.settings")
 django.setup(set_prefix=False)

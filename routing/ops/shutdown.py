@@ -31,10 +31,10 @@ from django.apps import apps
 from django.conf import settings
 
 from routing.config.runtime import runtime
+from routing.ops import early_stop
+from routing.ops.early_stop import STOP_SIGNALS
 
 log = logging.getLogger("gomodel.shutdown")
-
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 class Drain:
@@ -142,13 +142,15 @@ def _drain_then(previous: Any, loop: asyncio.AbstractEventLoop, grace: float) ->
 
 
 async def start_serving() -> None:
-    """At the lifespan startup: drain on SIGTERM/SIGINT, and start the audit publisher (it replays the spool)."""
+    """At the lifespan startup: drain on SIGTERM/SIGINT, start the audit publisher (it replays the spool), and
+    act on a stop signal that arrived while the application was being imported (routing.ops.early_stop)."""
     drain.lifespan_started = True
     install_signal_handlers(asyncio.get_running_loop(), settings.GOMODEL_SHUTDOWN_GRACE)
     if apps.is_installed("audit"):
         from audit import publisher
 
         publisher.start()
+    early_stop.redeliver()
 
 
 async def stop_gateway() -> None:

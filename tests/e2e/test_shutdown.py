@@ -67,13 +67,16 @@ class ProductionGateway:
         self._log_start = 0
 
     def start(self) -> None:
+        self.launch()
+        wait_for(self._ready, 60, "both workers to serve and /health/ready to answer")
+
+    def launch(self) -> None:
         command = [sys.executable, "-m", "granian", "--interface", "asgi", "--workers", "2", "--backpressure", "2000",
                    "--host", "127.0.0.1", "--port", str(self.port), "gomodel_site.asgi:application"]
         with open(self.log_path, "ab") as log:
             self._log_start = log.tell()
             self.process = subprocess.Popen(command, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
                                             start_new_session=True)
-        wait_for(self._ready, 60, "both workers to serve and /health/ready to answer")
 
     def _ready(self) -> bool:
         assert self.process is not None
@@ -81,8 +84,7 @@ class ProductionGateway:
             raise AssertionError(f"the gateway exited: {self.log()[-3000:]}")
         # A worker still importing the application when the master forwards SIGTERM misses the signal (it
         # still has the master's handler) and never stops: wait until both run their own.
-        started = self.log_path.read_bytes()[self._log_start:]
-        if not (b"Started worker-1" in started and b"Started worker-2" in started):
+        if not (self.logged(b"Started worker-1") and self.logged(b"Started worker-2")):
             return False
         return port_open(self.port) and asyncio.run(_get_status(self.port, "/health/ready")) == 200
 
@@ -103,6 +105,10 @@ class ProductionGateway:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def logged(self, text: bytes) -> bool:
+        """Whether the current run's log holds ``text``."""
+        return text in self.log_path.read_bytes()[self._log_start:]
 
 
 @dataclass
@@ -354,3 +360,14 @@ def test_sigkill_loses_at_most_the_last_flush_interval_of_audit_events(tmp_path:
         lost_ages = sorted(killed_at - (o.answered_at or 0) for o in answered if o.request_id not in stored)
         print(f"SIGKILL: {len(answered)} answered, {len(lost_ages)} lost; the oldest lost was answered "
               f"{lost_ages[-1] if lost_ages else 0:.3f}s before the kill (bound {bound:g}s)")
+
+
+def test_a_stop_signal_sent_while_the_workers_start_is_not_lost(tmp_path: Path, database_url: str) -> None:
+    with simulator() as sim, contextlib.ExitStack() as cleanup:
+        gateway = ProductionGateway(tmp_path, gateway_env(tmp_path, sim, database_url))
+        cleanup.callback(gateway.kill_everything)
+        gateway.launch()
+        # The master has forked the workers, which are importing the application (a second or two).
+        wait_for(lambda: gateway.logged(b"Spawning worker-2"), 30, "the workers to be forked")
+        gateway.signal(signal.SIGTERM)
+        assert gateway.wait(60) == 0, gateway.log()[-3000:]

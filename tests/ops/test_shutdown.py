@@ -18,7 +18,7 @@ from django.test import RequestFactory
 from audit import publisher
 from audit.models import AuditRevision
 from routing.api import probes
-from routing.ops import shutdown
+from routing.ops import early_stop, shutdown
 from routing.ops.shutdown import drain
 from tests.audit.events import make_event
 
@@ -33,6 +33,7 @@ def fresh_drain() -> Iterator[None]:
     vars(drain).update(state)
     for signum, handler in handlers.items():
         signal.signal(signum, handler)
+    early_stop._caught.clear()
 
 
 async def ready_status() -> tuple[int, dict[str, Any]]:
@@ -137,3 +138,30 @@ def test_the_lifespan_shutdown_delivers_the_audit_events_still_in_memory() -> No
         publisher.publish(make_event(f"at-stop-{i}"))
     asyncio.run(shutdown.stop_gateway())
     assert AuditRevision.objects.filter(request_id__startswith="at-stop-").count() == 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_stop_signal_that_arrives_during_start_up_reaches_the_server_once_it_handles_signals() -> None:
+    masters_handler_got: list[int] = []
+    servers_handler_got: list[int] = []
+    # A forked granian worker starts with its master's handler, which does nothing useful in the worker.
+    signal.signal(signal.SIGTERM, lambda number, frame: masters_handler_got.append(number))
+    early_stop.catch()
+    os.kill(os.getpid(), signal.SIGTERM)  # forwarded by the master while the application is being imported
+
+    async def lifespan_startup() -> None:
+        signal.signal(signal.SIGTERM, lambda number, frame: servers_handler_got.append(number))  # the server's
+        await shutdown.start_serving()
+
+    asyncio.run(lifespan_startup())
+    publisher.shutdown()
+    assert masters_handler_got == []
+    assert servers_handler_got == [signal.SIGTERM] and drain.draining
+
+
+def test_a_process_with_the_default_handlers_keeps_them_while_starting() -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    early_stop.catch()
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
