@@ -82,8 +82,7 @@ class ProductionGateway:
         assert self.process is not None
         if self.process.poll() is not None:
             raise AssertionError(f"the gateway exited: {self.log()[-3000:]}")
-        # A worker still importing the application when the master forwards SIGTERM misses the signal (it
-        # still has the master's handler) and never stops: wait until both run their own.
+        # Both workers serve: the load reaches either (a stop during start-up has a test of its own below).
         if not (self.logged(b"Started worker-1") and self.logged(b"Started worker-2")):
             return False
         return port_open(self.port) and asyncio.run(_get_status(self.port, "/health/ready")) == 200
