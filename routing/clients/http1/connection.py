@@ -36,10 +36,9 @@ class _Surplus(Exception):
 class Connection(asyncio.Protocol):
     """A connection carries one exchange at a time; between exchanges it waits in its pool."""
 
-    def __init__(self, pool: Pool, key: Any, address: str, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, pool: Pool, key: Any, loop: asyncio.AbstractEventLoop) -> None:
         self.pool = pool
         self.key = key  # what the pool files it under: the origin and the route to it
-        self.address = address  # host:port, for messages
         self.loop = loop
         self.transport: asyncio.Transport | None = None
         self.closed = False

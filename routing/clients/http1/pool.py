@@ -200,7 +200,7 @@ class Pool:
         _, host, port = target.origin
         route = key[1]
         where = f"{host}:{port}" + (f" through the proxy {route.proxy.address}" if route.proxy else "")
-        connection = Connection(self, key, f"{host}:{port}", loop)
+        connection = Connection(self, key, loop)
         self.open_connections += 1
         self._open_per_origin[key] = self._open_per_origin.get(key, 0) + 1
         try:

@@ -269,3 +269,20 @@ def test_an_encrypted_client_key_is_refused_instead_of_prompting(ca: PrivateCA, 
                     "-out", str(locked)], check=True, capture_output=True)
     with pytest.raises(ValueError, match="encrypted key"):
         client_context(TLSFiles(client_cert=str(client.cert), client_key=str(locked)))
+
+
+def test_the_default_trust_store_is_the_one_ssl_cert_file_names(
+        run: Any, ca: PrivateCA, provider_cert: Issued, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SSL_CERT_FILE", str(ca.cert))  # read by OpenSSL when the default context loads
+
+    async def scenario() -> None:
+        async with TLSServer(answer_ok, server_context(provider_cert)) as server:
+            pool = make_pool()
+            try:
+                response = await pool.request("POST", f"https://localhost:{server.port}/v1/x", {}, b"", timeout=5,
+                                              connect_timeout=2)
+                assert await response.aread() == b"ok"
+            finally:
+                pool.close()
+
+    run(scenario)
