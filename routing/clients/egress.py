@@ -19,13 +19,13 @@ from django.conf import settings
 
 from routing.clients.http1 import TransportFailure
 from routing.clients.http1.dial import DIRECT, Route
-from routing.clients.http1.pool import Origin
+from routing.clients.http1.pool import Origin, parse_target
 from routing.clients.http1.proxy import DIRECT_SETTING, Proxy, ProxyEnvironment, parse_proxy_url, split_no_proxy
 from routing.clients.http1.tls import TLSFiles, client_context
 from routing.core.table import ProviderSpec
 
 _MAX_ROUTES = 4096
-RouteKey = tuple[str, TLSFiles, Origin]
+RouteKey = tuple[str, str, str, str, str]  # a provider's proxy and TLS settings, and the request's URL
 
 
 def tls_files(provider: ProviderSpec) -> TLSFiles:
@@ -53,14 +53,17 @@ class Egress:
             )
         return self._environment
 
-    def route(self, provider: ProviderSpec | None, origin: Origin) -> Route:
-        """The route to ``origin`` for ``provider``'s settings; ``TransportFailure`` (``connect``) when they
-        cannot be used (a TLS file that does not load): nothing is sent."""
-        files = tls_files(provider) if provider is not None else TLSFiles()
-        key = (provider.proxy if provider is not None else "", files, origin)
-        route = self._routes.get(key)
+    def route(self, provider: ProviderSpec | None, url: str) -> Route:
+        """The route to ``url``'s origin for ``provider``'s settings; ``TransportFailure`` (``connect``) when
+        they cannot be used (a TLS file that does not load, an unusable URL): nothing is sent."""
+        if provider is None:
+            key: RouteKey = ("", "", "", "", url)
+        else:
+            key = (provider.proxy, provider.ca_bundle, provider.client_cert, provider.client_key, url)
+        route = self._routes.get(key)  # a dict lookup per request: the key's strings hash once each
         if route is None:
-            route = self._route(*key)
+            proxy_setting, ca_bundle, client_cert, client_key, _ = key
+            route = self._route(proxy_setting, TLSFiles(ca_bundle, client_cert, client_key), parse_target(url).origin)
             if len(self._routes) >= _MAX_ROUTES:
                 self._routes = {}
             self._routes[key] = route

@@ -28,7 +28,6 @@ from django.conf import settings
 
 from routing.clients.egress import egress
 from routing.clients.http1 import Pool, TransportFailure, UpstreamResponse
-from routing.clients.http1.pool import parse_target
 from routing.core.error_classifier import ExceptionKind
 from routing.core.table import ProviderSpec
 
@@ -102,7 +101,7 @@ def build(method: str, url: str, headers: Mapping[str, str], body: bytes, timeou
 
 async def send(request: UpstreamRequest) -> UpstreamResponse:
     """Send and return as soon as the status line and headers are in; the body is read by the caller."""
-    route = egress.route(request.provider, parse_target(request.url).origin)
+    route = egress.route(request.provider, request.url)
     return await pool.get().request(
         request.method, request.url, request.headers, request.body,
         timeout=request.timeout_s, connect_timeout=request.connect_timeout_s, idle_timeout=request.idle_timeout_s,

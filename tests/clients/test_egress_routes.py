@@ -19,7 +19,7 @@ from routing.core.table import ProviderSpec
 PEM = Path(__file__).resolve().parent / "http1"
 CERT, KEY = str(PEM / "localhost-cert.pem"), str(PEM / "localhost-key.pem")
 ROOT = Path(__file__).resolve().parents[2]
-HTTPS = ("https", "api.openai.com", 443)
+HTTPS = "https://api.openai.com/v1/chat/completions"
 
 
 def provider(**egress: str) -> ProviderSpec:
@@ -36,15 +36,15 @@ def environment(settings: Any) -> Egress:
 
 def test_the_environment_s_proxies_apply_by_scheme_except_to_no_proxy_hosts(environment: Egress) -> None:
     assert environment.route(provider(), HTTPS).proxy == Proxy("corp-proxy", 3128)
-    assert environment.route(provider(), ("http", "llm.lan", 80)).proxy == Proxy("corp-plain", 8080)
-    assert environment.route(provider(), ("https", "llm.internal.corp", 443)).proxy is None
-    assert environment.route(provider(), ("https", "10.1.2.3", 443)).proxy is None
+    assert environment.route(provider(), "http://llm.lan/v1/chat/completions").proxy == Proxy("corp-plain", 8080)
+    assert environment.route(provider(), "https://llm.internal.corp/v1/chat/completions").proxy is None
+    assert environment.route(provider(), "https://10.1.2.3/v1/chat/completions").proxy is None
     assert environment.route(None, HTTPS).proxy == Proxy("corp-proxy", 3128)
 
 
 def test_a_provider_s_own_setting_wins_over_the_environment(environment: Egress) -> None:
     assert environment.route(provider(proxy="direct"), HTTPS).proxy is None
-    own = environment.route(provider(proxy="http://team-proxy:8888"), ("https", "llm.internal.corp", 443))
+    own = environment.route(provider(proxy="http://team-proxy:8888"), "https://llm.internal.corp/v1/chat/completions")
     assert own.proxy == Proxy("team-proxy", 8888)  # NO_PROXY is the environment's, not the provider's
 
 
@@ -55,7 +55,7 @@ def test_providers_with_the_same_tls_files_share_one_context_until_the_next_prep
     assert egress.prepare([first, second]) == []
     route = egress.route(first, HTTPS)
     assert route.tls is not None and route.tls is egress.route(second, HTTPS).tls
-    assert egress.route(first, ("http", "api.openai.com", 80)).tls is None  # TLS files matter to https only
+    assert egress.route(first, "http://api.openai.com/v1").tls is None  # TLS files matter to https only
     egress.prepare([first])  # a configuration change: files are read again (a rotated certificate)
     assert egress.route(first, HTTPS).tls is not route.tls
 
