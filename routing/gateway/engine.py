@@ -9,6 +9,7 @@ thread. The steps live in their own modules: ``resolve`` (may the key use the mo
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import time
@@ -33,6 +34,8 @@ from routing.gateway.state import state
 from routing.gateway.tiers import decide_tier
 from routing.ops import metrics
 
+CLIENT_CLOSED_REQUEST = 499  # nginx's status for a request its client abandoned; only the audit trail sees it
+
 
 async def handle(call: Call) -> HttpResponse | StreamingHttpResponse:
     """Serve one proxied request; GatewayError for anything the client should hear about as an error."""
@@ -46,6 +49,14 @@ async def handle(call: Call) -> HttpResponse | StreamingHttpResponse:
         journey.error_class = journey.error_class or exc.error_class
         journey.error_message = exc.message
         exc.headers = {**journey.headers(call.request_id), **exc.headers}
+        finish(call, journey)
+        raise
+    except asyncio.CancelledError:
+        # The client hung up (or the worker is stopping) before an answer: the decision and any attempt
+        # already sent are still audited, as a stream cut at the same point would be.
+        journey.status = CLIENT_CLOSED_REQUEST
+        journey.error_class = "ambiguous" if journey.attempts else "client_disconnected"
+        journey.error_message = "the client disconnected before the answer"
         finish(call, journey)
         raise
     return response

@@ -6,13 +6,17 @@ explanations have their own files.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
+import pytest
+
 from routing.core.table import RoutingTable
+from routing.gateway import engine
 from routing.simulator import SimulatorServer
 from tests.gateway import support
-from tests.gateway.support import LIMITED_KEY, SCHEMA_FORMAT, answer, attempts_of, request, run
+from tests.gateway.support import LIMITED_KEY, SCHEMA_FORMAT, answer, attempts_of, eventually, request, run
 
 simulator, sim, table, fresh_state = support.simulator, support.sim, support.table, support.fresh_state
 
@@ -141,3 +145,21 @@ def test_the_client_s_own_mistake_is_relayed_with_the_provider_s_message(
     assert "temperature must be at most 2" in reply.error["message"]
     assert sim.received("secondary") == []  # a permanent error is not retried elsewhere
     assert attempts_of(audit_events[0]) == [("primary", "bad_request", "returned_to_client", "not_run")]
+
+
+def test_a_request_whose_client_hangs_up_is_still_audited(
+        sim: SimulatorServer, table: RoutingTable, audit_events: list[dict[str, Any]]) -> None:
+    sim.set_fault("primary", {"kind": "timeout", "seconds": 30})
+    call = request(table, "primary")
+
+    async def hang_up() -> None:
+        task = asyncio.ensure_future(engine.handle(call))
+        await eventually(lambda: bool(sim.received("primary")), what="the attempt's arrival upstream")
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    run(hang_up())
+    [event] = audit_events
+    assert (event["request_id"], event["status"], event["error_class"]) == (call.request_id, 499, "ambiguous")
+    assert [a["target"] for a in event["attempts"]] == ["primary"]
