@@ -4,7 +4,7 @@
     .venv/bin/python bench/run.py --quick         # shorter runs, fewer requests (~3 minutes)
     .venv/bin/python bench/run.py --only load,streams --seconds 5
 
-It starts the provider simulator and the gateway the way production runs it (granian, ``--interface asginl``,
+It starts the provider simulator and the gateway the way production runs it (granian, ``--interface asgi``,
 2 workers, PostgreSQL, ``PROMETHEUS_MULTIPROC_DIR``), drives load with wrk, and prints requests/s, latency,
 the gateway's CPU per request and its memory, next to the same requests sent to the simulator directly.
 Then it holds 1,000 slow streams, checks memory over 100k requests, repeats the main rows with the Celery
@@ -347,7 +347,7 @@ def run(args: argparse.Namespace) -> int:
     results.update({"started_at": started_at, "machine": machine_info(), "open_file_limit": list(limits),
                     "load_average_start": procfs.load_average(), "argv": sys.argv[1:],
                     "phases": sorted(args.phases), "quick": args.quick, "simulator_server": args.sim_server,
-                    "gateway_command": f"granian --interface asginl --workers {args.workers} "
+                    "gateway_command": f"granian --interface asgi --workers {args.workers} "
                                        f"{' '.join(args.gateway_arg)} {args.gateway_app}".replace("  ", " ")})
     log(f"gomodel gateway benchmark, {started_at}; {results['machine']['cores']} cores "
         f"({results['machine']['cpu']}), load average {results['load_average_start']}; work dir {work_dir}")

@@ -67,7 +67,7 @@ def run_gateway(
     })
     full_env.update(env or {})
     if server == "granian":
-        command = [sys.executable, "-m", "granian", "--interface", "asginl", "--host", "127.0.0.1",
+        command = [sys.executable, "-m", "granian", "--interface", "asgi", "--host", "127.0.0.1",
                    "--port", str(port), "--workers", "2", "--log-level", "warning", "gomodel_site.asgi:application"]
     else:
         command = [sys.executable, "-m", "uvicorn", "gomodel_site.asgi:application", "--host", "127.0.0.1",

@@ -73,6 +73,13 @@ _post = {"http1": _post_http1, "aiohttp": _post_aiohttp, "httpx2": _post_httpx2}
 
 
 async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    if scope["type"] == "lifespan":  # the production command speaks the lifespan protocol: nothing to set up
+        while True:
+            message = await receive()
+            kind = message["type"].rsplit(".", 1)[-1]
+            await send({"type": f"lifespan.{kind}.complete"})
+            if kind == "shutdown":
+                return
     if scope["type"] != "http":
         return
     if scope["method"] == "GET":  # readiness, as the harness polls /health/ready

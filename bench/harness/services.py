@@ -166,9 +166,9 @@ PRODUCTION_SERVER_ARGS = ("--backpressure", "2000")
 
 def start_gateway(port: int, env: Mapping[str, str], *, app: str, workers: int, extra_args: Sequence[str],
                   log_dir: Path, name: str = "gateway") -> Service:
-    """The gateway as the README's production set-up runs it: granian, ``--interface asginl`` (ASGI without
+    """The gateway as the README's production set-up runs it: granian, ``--interface asgi`` (ASGI with
     the lifespan protocol), ``workers`` processes; returns once ``/health/ready`` answers and they all run."""
-    argv = [str(VENV_BIN / "granian"), "--interface", "asginl", "--workers", str(workers), "--host", "127.0.0.1",
+    argv = [str(VENV_BIN / "granian"), "--interface", "asgi", "--workers", str(workers), "--host", "127.0.0.1",
             "--port", str(port), "--log-level", "warning", *PRODUCTION_SERVER_ARGS, *extra_args, app]
     service = Service(name, argv, env=env, log_dir=log_dir)
     service.wait_until(f"http://127.0.0.1:{port}/health/ready", timeout=90)
