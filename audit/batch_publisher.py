@@ -309,7 +309,7 @@ class Publisher:
         except DeliveryError as exc:
             self._mark_unhealthy(exc)
             return
-        except Exception as exc:  # building the sink failed again
+        except Exception as exc:  # noqa: BLE001 - building the sink failed again, for whatever reason
             self._mark_unhealthy(DeliveryError(str(exc)))
             return
         log.warning("audit: delivery works again; replaying the spool")

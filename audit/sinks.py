@@ -97,7 +97,7 @@ class CelerySink:
         if connection is not None:
             try:
                 connection.release()
-            except Exception:  # noqa: BLE001 - a broken connection may fail to close; it is dropped anyway
+            except Exception:
                 log.debug("closing a broken broker connection failed", exc_info=True)
 
 
@@ -141,5 +141,5 @@ class DatabaseSink:
 
         try:
             connection.close()
-        except Exception:  # noqa: BLE001 - closing a dead connection may fail; a new one is opened next time
+        except Exception:
             log.debug("closing the audit database connection failed", exc_info=True)

@@ -41,7 +41,7 @@ def _reset_connections() -> None:
     for connection in connections.all(initialized_only=True):
         try:
             connection.close()
-        except Exception:  # noqa: BLE001 - the connection is dead; Django opens a new one next time
+        except Exception:
             log.debug("closing a dead database connection failed", exc_info=True)
 
 
@@ -59,7 +59,7 @@ def ingest_with_retries(
     Raises ``Reject(requeue=True)`` when the batch was not stored. Backoff is full jitter over
     ``min(cap, base * 2**n)``.
     """
-    rng = rng or random.Random()
+    rng = rng or random.Random()  # noqa: S311 - backoff jitter, not cryptography
     started = clock()
     attempt = 0
     refusals = 0

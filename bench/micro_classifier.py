@@ -18,9 +18,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from routing.core.classifier import classify  # noqa: E402
-from routing.core.features import extract_features  # noqa: E402
-from routing.core.sessions import detect_session  # noqa: E402
+from routing.core.classifier import classify
+from routing.core.features import extract_features
+from routing.core.sessions import detect_session
 
 SYSTEM = (
     "You are a helpful assistant for an online shop. Answer politely and concisely, in the customer's "

@@ -27,10 +27,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from audit import publisher as publisher_module  # noqa: E402
-from audit.event import prepare_event  # noqa: E402
-from audit.publisher import Publisher  # noqa: E402
-from audit.spool import Spool  # noqa: E402
+from audit import publisher as publisher_module
+from audit.event import prepare_event
+from audit.publisher import Publisher
+from audit.spool import Spool
 
 BUDGET_US = 50.0
 

@@ -21,9 +21,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from routing.core.health import HealthConfig, TargetHealth  # noqa: E402
-from routing.core.outcome import AttemptOutcome, ErrorClass  # noqa: E402
-from routing.core.selector import Candidate, RoundRobinState, SelectorConfig, select  # noqa: E402
+from routing.core.health import HealthConfig, TargetHealth
+from routing.core.outcome import AttemptOutcome, ErrorClass
+from routing.core.selector import Candidate, RoundRobinState, SelectorConfig, select
 
 BUDGET_US = 10.0
 NOW = 1_000.0

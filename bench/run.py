@@ -29,8 +29,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import procfs, profiling, report, services  # noqa: E402
-from harness.configs import (  # noqa: E402
+from harness import procfs, profiling, report, services
+from harness.configs import (
     PROFILES,
     RELAY_CLIENTS,
     ROUTES,
@@ -41,14 +41,14 @@ from harness.configs import (  # noqa: E402
     gateway_config,
     simulator_config,
 )
-from harness.loadruns import Endpoints, LoadRow, run_matrix, warm_up  # noqa: E402
-from harness.machine import machine_info, raise_file_limit  # noqa: E402
-from harness.meter import Meter  # noqa: E402
-from harness.micro import run_micro_benchmarks  # noqa: E402
-from harness.soak import run_soak  # noqa: E402
-from harness.streams import hold_streams  # noqa: E402
-from harness.summary import build_summary, summary_from_file  # noqa: E402
-from harness.wrk import INSTALL_HINT, fixed_body_script, run_wrk, wrk_path  # noqa: E402
+from harness.loadruns import Endpoints, LoadRow, run_matrix, warm_up
+from harness.machine import machine_info, raise_file_limit
+from harness.meter import Meter
+from harness.micro import run_micro_benchmarks
+from harness.soak import run_soak
+from harness.streams import hold_streams
+from harness.summary import build_summary, summary_from_file
+from harness.wrk import INSTALL_HINT, fixed_body_script, run_wrk, wrk_path
 
 PHASES = ("micro", "load", "reference", "profile", "streams", "soak", "broker")
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -187,7 +187,8 @@ class Bench:
             self.simulator = None
 
     def meter(self) -> Meter:
-        assert self.gateway is not None and self.simulator is not None
+        assert self.gateway is not None
+        assert self.simulator is not None
         gateway, simulator, worker = self.gateway, self.simulator, self.worker
         groups = {
             "gateway": gateway.children,

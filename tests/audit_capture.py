@@ -20,4 +20,4 @@ def audit_events(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[dict[str, Any
     events: list[dict[str, Any]] = []
     monkeypatch.setattr(audit_handoff, "publish_event",
                         lambda call, journey, elapsed: events.append(audit_handoff.build_event(call, journey, elapsed)))
-    yield events
+    return events

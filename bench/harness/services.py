@@ -6,6 +6,7 @@ directory, and stopping it signals that group only: the harness never touches pr
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -47,7 +48,7 @@ class Service:
         self.name = name
         self.argv = list(argv)
         self.log_path = log_dir / f"{name}.log"
-        self._log = open(self.log_path, "ab")  # closed in stop()
+        self._log = open(self.log_path, "ab")  # noqa: SIM115 - kept open for the process's life, closed in stop()
         self.process = subprocess.Popen(self.argv, cwd=REPO, env=dict(env), stdout=self._log,
                                         stderr=subprocess.STDOUT, start_new_session=True)
 
@@ -82,10 +83,8 @@ class Service:
 
     def stop(self, timeout: float = 15.0) -> None:
         if self.process.poll() is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.pid, signal.SIGTERM)  # our own process group (start_new_session)
-            except ProcessLookupError:
-                pass
             try:
                 self.process.wait(timeout)
             except subprocess.TimeoutExpired:

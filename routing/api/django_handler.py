@@ -15,6 +15,7 @@ cancels the upstream request).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 from collections.abc import Callable
 from typing import IO
@@ -122,10 +123,8 @@ class ProxyASGIHandler(ASGIHandler):
 
         async def process_request() -> HttpResponseBase:
             response = await self.run_get_response(request)
-            try:
+            with contextlib.suppress(asyncio.CancelledError):  # the client went away while it was being sent
                 await self.send_response(response, send)
-            except asyncio.CancelledError:
-                pass  # the client went away while the response was being sent
             return response
 
         listening = asyncio.create_task(self.listen_for_disconnect(receive))
@@ -134,16 +133,12 @@ class ProxyASGIHandler(ASGIHandler):
         await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         for task in tasks:
             if task.done():
-                try:
+                with contextlib.suppress(RequestAborted):
                     task.result()
-                except RequestAborted:
-                    pass
             else:
                 task.cancel()  # a disconnect cancels the view, and with it the upstream request
-                try:
+                with contextlib.suppress(asyncio.CancelledError):
                     await task
-                except asyncio.CancelledError:
-                    pass
         try:
             response = processing.result()
         except asyncio.CancelledError:

@@ -31,7 +31,7 @@ def database_problem() -> str | None:
     try:
         with connection.cursor() as cursor:
             cursor.execute("SELECT 1")
-    except Exception as exc:  # any failure means "not ready"
+    except Exception as exc:  # noqa: BLE001 - any failure means "not ready"
         kind = "unreachable" if isinstance(exc, OperationalError | InterfaceError) else "failing"
         problem = f"{kind} ({type(exc).__name__})"
         if problem != _logged_problem:

@@ -71,7 +71,8 @@ class RelayHandler:
         setattr(request, CALLER_ATTRIBUTE, caller)
         setattr(request, ARRIVAL_ATTRIBUTE, arrival)
         task = asyncio.current_task()
-        assert task is not None
+        if task is None:
+            raise RuntimeError("the relay handler runs inside the request's task")
         gone: list[bool] = []
         watcher = asyncio.get_running_loop().create_task(_watch_disconnect(receive, task, gone))
         try:

@@ -88,7 +88,8 @@ def watch_upload(deadline: float, timeout: float) -> UploadWatch:
         sweeper = _sweepers.get(loop) or _sweepers.setdefault(loop, _Sweeper(loop))
         _last[:] = [sweeper]
     task = asyncio.current_task()
-    assert task is not None
+    if task is None:
+        raise RuntimeError("a body is read inside the request's task")
     sweeper.reads[task] = deadline
     if sweeper.timer is None:
         interval = min(1.0, max(0.01, timeout / 4))

@@ -121,7 +121,8 @@ class _Connection(asyncio.Protocol):
                                             dropped=True))
 
     def send(self, command: bytes) -> asyncio.Future[Any]:
-        assert self.transport is not None
+        if self.transport is None:
+            raise RuntimeError("send() before the connection is made")
         waiter: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self.pending.append(waiter)
         self.transport.write(command)

@@ -233,7 +233,7 @@ class Runtime:
                 self.last_error = None
                 log.info("routing table version %d loaded", version)
                 return True
-            except Exception as exc:  # keep serving the previous table; say why on /health/ready
+            except Exception as exc:  # noqa: BLE001 - keep serving the previous table; say why on /health/ready
                 self.last_error = f"{type(exc).__name__}: {exc}"
                 log.error("cannot reload the routing table: %s", self.last_error)
                 return False

@@ -216,7 +216,7 @@ class RetryBudget:
         min_per_window: int = 10,
         buckets: int = 10,
     ) -> None:
-        if not (0.0 <= ratio) or window_s <= 0 or min_per_window < 0 or buckets < 1:
+        if not (ratio >= 0.0) or window_s <= 0 or min_per_window < 0 or buckets < 1:
             raise ValueError("RetryBudget needs ratio >= 0, window_s > 0, min_per_window >= 0, buckets >= 1")
         self._ratio = ratio
         self._floor = min_per_window

@@ -209,7 +209,6 @@ def select(
     elif strategy == "adaptive":
         winner, why = _power_of_two_choices(candidates, weights, rng)
     elif strategy == "round_robin":
-        assert rr_state is not None
         winner, why = _round_robin(candidates, weights, rr_state)
     elif strategy == "weighted":
         winner, why = _weighted(candidates, weights, rng)
@@ -240,12 +239,16 @@ def _weighted(candidates: Sequence[Candidate], weights: list[float], rng: random
     return winner, f"weighted draw: {candidates[winner].name}"
 
 
-def _round_robin(candidates: Sequence[Candidate], weights: list[float], state: RoundRobinState) -> tuple[int, str]:
+def _round_robin(
+    candidates: Sequence[Candidate], weights: list[float], state: RoundRobinState | None
+) -> tuple[int, str]:
     """nginx's smooth weighted round robin over the available targets.
 
     Each pick adds every available target's weight to its running value, picks the largest (the first on
     ties) and subtracts the total from it. A session that keeps its pin does not take a turn.
     """
+    if state is None:
+        raise ValueError("the round_robin strategy needs the virtual model's RoundRobinState")
     current = state.current
     winner, best, total = -1, 0.0, 0.0
     for index, weight in enumerate(weights):

@@ -130,10 +130,10 @@ def _finish_reason(answer: Answer, rules: ValidationRules, _: SchemaValidator) -
     if rules.refuse_truncation and finish in (FINISH_LENGTH, FINISH_CONTENT_FILTER):
         return _reject("truncated", f"finish_reason={finish}")
     required = rules.required_finish_reason
-    if required is not None and finish != required:
-        # A tool-calling turn ends with tool_calls by design when the request offered tools.
-        if not (finish == FINISH_TOOL_CALLS and answer.tool_calls and rules.tools):
-            return _reject("truncated", f"finish_reason={finish}, required {required}")
+    # A tool-calling turn ends with tool_calls by design when the request offered tools.
+    tool_turn = finish == FINISH_TOOL_CALLS and bool(answer.tool_calls) and bool(rules.tools)
+    if required is not None and finish != required and not tool_turn:
+        return _reject("truncated", f"finish_reason={finish}, required {required}")
     return ACCEPTED
 
 
@@ -205,7 +205,7 @@ def _custom(answer: Answer, rules: ValidationRules) -> Verdict:
     for check in rules.extra_checks:
         try:
             problem = check(answer)
-        except Exception as exc:  # an operator's bug rejects the answer, visibly, instead of a 500
+        except Exception as exc:  # noqa: BLE001 - an operator's bug rejects the answer, visibly, not a 500
             problem = f"{_check_name(check)} raised {type(exc).__name__}"
         if problem:
             return _reject("custom", f"{_check_name(check)}: {problem}")

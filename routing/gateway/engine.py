@@ -115,7 +115,8 @@ def _deadline(call: Call, contract: EffectiveContract) -> Deadline:
 
 
 async def _idempotency_begin(call: Call, journey: Journey, deadline: Deadline) -> HttpResponse | None:
-    assert journey.operation_id is not None
+    if journey.operation_id is None:
+        raise RuntimeError("an idempotent request has an operation id")
     fingerprint = request_fingerprint(canonical_json({"path": call.inbound, "body": call.body}))
     remaining = deadline.remaining(time.monotonic())
     try:

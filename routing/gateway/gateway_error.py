@@ -15,7 +15,7 @@ class GatewayError(Exception):
         *,
         code: str | None = None,
         param: str | None = None,
-        type: str | None = None,  # noqa: A002  (the envelope's own word)
+        type: str | None = None,  # (shadows the builtin: it is the envelope's own word)
         headers: dict[str, str] | None = None,
         error_class: str | None = None,
     ) -> None:

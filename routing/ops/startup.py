@@ -78,7 +78,7 @@ def start_gateway() -> None:
     def run() -> None:
         try:
             _start()
-        except BaseException as exc:  # re-raised in the caller's thread below
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread below
             errors.append(exc)
 
     thread = threading.Thread(target=run, name="gomodel-startup")

@@ -248,11 +248,8 @@ def _arguments(arguments: Any, path: str) -> dict[str, Any]:
 def _tool_result(message: dict[str, Any], path: str) -> dict[str, Any]:
     tool_use_id = as_str(message.get("tool_call_id"), f"{path}.tool_call_id")
     content = message.get("content")
-    result: Any
-    if content is None or isinstance(content, str):
-        result = content or ""
-    else:
-        result = _user_blocks(content, f"{path}.content")
+    text_only = content is None or isinstance(content, str)
+    result: Any = (content or "") if text_only else _user_blocks(content, f"{path}.content")
     return {"type": "tool_result", "tool_use_id": tool_use_id, "content": result}
 
 

@@ -9,6 +9,7 @@ the client sees the socket closed (or reset) with nothing, or half of something,
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import struct
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -103,10 +104,8 @@ class Connection:
         if reset:
             sock = transport.get_extra_info("socket")
             if sock is not None:
-                try:
+                with contextlib.suppress(OSError):
                     sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-                except OSError:
-                    pass
             transport.abort()
         else:
             transport.close()

@@ -21,7 +21,8 @@ FINISH_LENGTH = "length"
 FINISH_TOOL_CALLS = "tool_calls"
 FINISH_STOP_SEQUENCE = "stop_sequence"
 
-_FILLER = "lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor incididunt".split()
+_FILLER = ["lorem", "ipsum", "dolor", "sit", "amet", "consectetur", "adipiscing", "elit", "sed", "do", "eiusmod",
+           "tempor", "incididunt"]
 _SNIPPET_CHARS = 200
 
 

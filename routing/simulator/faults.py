@@ -109,7 +109,7 @@ def parse_fault(data: Any, where: str = "fault") -> Fault:
 
 def parse_script(data: Any, where: str = "fault") -> tuple[Fault, ...]:
     """A fault script from one fault mapping or a list of them."""
-    if isinstance(data, Mapping) or isinstance(data, Fault):
+    if isinstance(data, (Mapping, Fault)):
         return (parse_fault(data, where),)
     if isinstance(data, Sequence) and not isinstance(data, str | bytes):
         if not data:

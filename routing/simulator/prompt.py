@@ -82,9 +82,7 @@ class Prompt:
         """
         if not self.tools or self.tool_choice == "none":
             return False
-        if self.tool_choice == "auto" and self.forced_tool is None and self.answers_tool_result:
-            return False
-        return True
+        return not (self.tool_choice == "auto" and self.forced_tool is None and self.answers_tool_result)
 
     def chosen_tool(self) -> ToolSpec | None:
         """The forced tool when one is named and declared, else the first declared tool."""

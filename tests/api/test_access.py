@@ -66,22 +66,28 @@ def test_it_refuses_every_request_while_no_key_exists_and_says_how_to_create_one
     assert response["WWW-Authenticate"] == 'Bearer realm="gomodel"'
     body = response.json()
     if envelope == "anthropic":
-        assert body["type"] == "error" and body["error"]["type"] == "authentication_error"
+        assert body["type"] == "error"
+        assert body["error"]["type"] == "authentication_error"
     else:
         assert body["error"]["code"] == "invalid_api_key"
     message = body["error"]["message"]
     assert "refuses every request" in message
-    assert "GOMODEL_MASTER_KEY" in message and "manage.py createkey" in message and "admin" in message
+    assert "GOMODEL_MASTER_KEY" in message
+    assert "manage.py createkey" in message
+    assert "admin" in message
 
 
 def test_it_needs_a_valid_live_key_once_keys_exist(client: Client) -> None:
     runtime.swap(keyed_table(KEY, EXPIRED))
     missing = post(client, "/v1/chat/completions")
-    assert missing.status_code == 401 and "Missing gateway key" in missing.json()["error"]["message"]
+    assert missing.status_code == 401
+    assert "Missing gateway key" in missing.json()["error"]["message"]
     wrong = post(client, "/v1/chat/completions", **bearer("gm-not-a-key"))
-    assert wrong.status_code == 401 and wrong.json()["error"]["message"] == "Invalid gateway key."
+    assert wrong.status_code == 401
+    assert wrong.json()["error"]["message"] == "Invalid gateway key."
     expired = post(client, "/v1/chat/completions", **bearer(EXPIRED_SECRET))
-    assert expired.status_code == 401 and "expired" in expired.json()["error"]["message"]
+    assert expired.status_code == 401
+    assert "expired" in expired.json()["error"]["message"]
     served = post(client, "/v1/chat/completions", **bearer(SECRET))
     assert served.status_code == 404  # past authentication: the model is simply unknown
     by_header = post(client, "/v1/messages", {**CHAT, "max_tokens": 5}, HTTP_X_API_KEY=SECRET)
@@ -130,19 +136,23 @@ def test_it_still_recognises_a_valid_key_in_open_mode(client: Client, settings: 
     assert post(client, "/v1/chat/completions", REMOTE_ADDR="10.1.2.3", **bearer(LIMITED_SECRET)).status_code == 404
     # A local caller with a key gets that key's model list, not the open one.
     refused = post(client, "/v1/chat/completions", {**CHAT, "model": "other"}, **bearer(LIMITED_SECRET))
-    assert refused.status_code == 403 and refused.json()["error"]["code"] == "model_not_allowed"
+    assert refused.status_code == 403
+    assert refused.json()["error"]["code"] == "model_not_allowed"
 
 
 def test_it_answers_403_on_explain_for_a_model_the_key_may_not_use(client: Client) -> None:
     runtime.swap(keyed_table(LIMITED))
     refused = post(client, "/v1/routing/explain", {**CHAT, "model": "other"}, **bearer(LIMITED_SECRET))
     assert refused.status_code == 403
-    assert refused.json()["error"]["code"] == "model_not_allowed" and refused.json()["error"]["param"] == "model"
+    assert refused.json()["error"]["code"] == "model_not_allowed"
+    assert refused.json()["error"]["param"] == "model"
     allowed = post(client, "/v1/routing/explain", {**CHAT, "model": "allowed"}, **bearer(LIMITED_SECRET))
-    assert allowed.status_code == 200 and allowed.json()["target"] == "allowed"
+    assert allowed.status_code == 200
+    assert allowed.json()["target"] == "allowed"
     anthropic = post(client, "/v1/routing/explain?shape=anthropic", {**CHAT, "model": "other", "max_tokens": 5},
                      **bearer(LIMITED_SECRET))
-    assert anthropic.status_code == 403 and anthropic.json()["error"]["type"] == "permission_error"
+    assert anthropic.status_code == 403
+    assert anthropic.json()["error"]["type"] == "permission_error"
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -207,7 +217,8 @@ def test_it_answers_401_from_the_django_handler_without_reading_the_body(method:
     peer = UnreadBody()
     handler = RelayHandler(fallback=ProxyASGIHandler())
     asyncio.run(asyncio.wait_for(handler(asgi_scope(path, method), peer.receive, peer.send), 5))
-    assert peer.status == 401 and "Missing gateway key" in peer.body["error"]["message"]
+    assert peer.status == 401
+    assert "Missing gateway key" in peer.body["error"]["message"]
 
 
 def test_it_hands_the_authenticated_key_to_the_view(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -117,7 +117,8 @@ def test_it_logs_open_mode_loudly_and_serves_only_direct_local_clients(tmp_path:
         assert status_before_the_body(gateway, "/v1/chat/completions", "X-Real-IP: 127.0.0.1\r\n") == (
             b"HTTP/1.1 401 Unauthorized")
     warnings = [line for line in gateway.log().splitlines() if "GOMODEL_AUTH=open" in line]
-    assert warnings and " WARNING " in warnings[0]
+    assert warnings
+    assert " WARNING " in warnings[0]
 
 
 @pytest.mark.parametrize("value", ["maybe", "off", "none"])

@@ -113,7 +113,8 @@ def assert_envelope(client: ScriptedClient, envelope: str, status: int, words: s
     assert client.status == status, client.body
     body = json.loads(client.body)
     if envelope == "anthropic":
-        assert body["type"] == "error" and words in body["error"]["message"], body
+        assert body["type"] == "error", body
+        assert words in body["error"]["message"], body
     else:
         assert words in body["error"]["message"], body
         assert body["error"]["code"] == {413: "request_too_large", 408: "request_timeout"}[status]
@@ -178,7 +179,8 @@ def test_the_admin_and_the_probes_have_a_smaller_limit_and_answer_in_plain_text(
         assert client.headers["content-type"] == "text/plain; charset=utf-8"
         assert client.body == b"The request body is larger than the limit of 4096 bytes.\n"
         assert client.headers["connection"] == "close"
-    assert declared.delivered == 0 and chunked.delivered == 2
+    assert declared.delivered == 0
+    assert chunked.delivered == 2
 
 
 def test_the_admin_gives_up_on_a_body_that_trickles(settings: Any) -> None:
@@ -259,7 +261,8 @@ def test_it_finds_deep_nesting_inside_a_body_of_long_strings(client: Client) -> 
     messages = [{"role": "user", "content": text} for _ in range(5)]
     deep = json.loads("[" * 63 + "]" * 63)  # with the body itself and "metadata": 65 levels
     too_deep = post(client, CHAT, json.dumps({"model": "m", "messages": messages, "metadata": {"x": deep}}).encode())
-    assert too_deep.status_code == 400 and too_deep.json()["error"]["code"] == "json_too_deep"
+    assert too_deep.status_code == 400
+    assert too_deep.json()["error"]["code"] == "json_too_deep"
     deep = json.loads("[" * 62 + "]" * 62)  # 64 levels: the bound itself is allowed
     fine = post(client, CHAT, json.dumps({"model": "no-such-model", "messages": messages,
                                           "metadata": {"x": deep}}).encode())

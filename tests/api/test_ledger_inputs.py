@@ -38,7 +38,8 @@ def test_it_refuses_text_postgresql_cannot_hold(client: Client, field: str, valu
     body = {"execution_key": "op_1.tool.abc", "owner": "worker-1", field: value}
     status, answer = post(client, "claim", body)
     assert status == 400
-    assert answer["error"]["param"] == field and problem in answer["error"]["message"]
+    assert answer["error"]["param"] == field
+    assert problem in answer["error"]["message"]
 
 
 def test_it_refuses_a_result_with_a_nul_character(client: Client) -> None:

@@ -81,9 +81,11 @@ def test_a_body_over_the_limit_is_a_413_in_the_clients_envelope_without_reaching
         assert client.status == 413
         error = json.loads(client.body)
         if envelope == "openai":
-            assert error["error"]["code"] == "request_too_large" and "1024 bytes" in error["error"]["message"]
+            assert error["error"]["code"] == "request_too_large"
+            assert "1024 bytes" in error["error"]["message"]
         else:
-            assert error["type"] == "error" and "1024 bytes" in error["error"]["message"]
+            assert error["type"] == "error"
+            assert "1024 bytes" in error["error"]["message"]
 
     run(scenario)
 
@@ -164,7 +166,8 @@ def test_a_failing_view_is_a_500_in_the_clients_envelope_without_a_traceback(
         await RelayHandler(fallback)(scope(), client.receive, client.send)
         assert client.status == 500
         assert json.loads(client.body)["error"]["code"] == "internal_error"
-        assert b"internal detail" not in client.body and b"Traceback" not in client.body
+        assert b"internal detail" not in client.body
+        assert b"Traceback" not in client.body
 
     run(scenario)
     assert "internal detail" in caplog.text  # the operator finds it in the log
@@ -176,7 +179,8 @@ def test_other_paths_and_methods_go_to_the_fallback(path: str, method: str) -> N
     async def scenario() -> None:
         client = Client([b""])
         await RelayHandler(fallback)(scope(path, method), client.receive, client.send)
-        assert client.status == 299 and client.body == b"fallback"
+        assert client.status == 299
+        assert client.body == b"fallback"
 
     run(scenario)
 

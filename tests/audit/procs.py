@@ -5,6 +5,7 @@ the machine's shared services are never stopped.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -199,10 +200,8 @@ class Worker:
         """SIGKILL the whole worker: master and pool children, no clean-up of any kind."""
         if self.process is None:
             return
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         self.process.wait(20)
         self._finish()
 

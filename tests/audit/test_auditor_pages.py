@@ -55,7 +55,8 @@ def recorded() -> list[str]:
 def test_the_auditors_group_can_only_view_and_never_keys() -> None:
     perms = list(Group.objects.get(name=AUDITORS_GROUP).permissions.values_list("content_type__app_label",
                                                                                  "codename"))
-    assert perms and all(code.startswith("view_") for _, code in perms)
+    assert perms
+    assert all(code.startswith("view_") for _, code in perms)
     codes = {f"{app}.{code}" for app, code in perms}
     assert {"audit.view_auditrevision", "audit.view_attemptrecord", "audit.view_configrevision"} <= codes
     for model in apps.get_app_config("routing").get_models():
@@ -127,7 +128,8 @@ def test_nobody_edits_audit_rows_in_the_admin_not_even_a_superuser(client: Clien
 
 def test_pages_need_a_login_and_the_view_permission(client: Client, recorded: list[str]) -> None:
     response = client.get(reverse("audit:history"))
-    assert response.status_code == 302 and reverse("admin:login") in response["Location"]
+    assert response.status_code == 302
+    assert reverse("admin:login") in response["Location"]
     client.force_login(User.objects.create_user("nobody", password="x", is_staff=True))
     assert client.get(reverse("audit:history")).status_code == 403
     assert client.get(reverse("audit:export_csv")).status_code == 403
@@ -153,12 +155,15 @@ def test_the_session_page_shows_requests_in_order_and_the_pin_history(auditor: C
     page = auditor.get(reverse("audit:session", args=[SESSION])).content.decode()
     assert page.index("req-easy") < page.index("req-hard")
     assert "first tier decision: score 2" in page
-    assert "escalated from easy: score 7" in page and "length (+4.0)" in page
+    assert "escalated from easy: score 7" in page
+    assert "length (+4.0)" in page
 
 
 def test_the_config_history_shows_diffs_authors_and_links_to_requests(auditor: Client, recorded: list[str]) -> None:
     page = auditor.get(reverse("audit:config_history")).content.decode()
-    assert "Version 12" in page and "bob" in page and "alice" in page
+    assert "Version 12" in page
+    assert "bob" in page
+    assert "alice" in page
     assert "+ settings.smart_routing_threshold: 5" in page
     assert reverse("audit:history") + "?config_version=12" in page
 
@@ -197,15 +202,19 @@ def test_history_filters(auditor: Client, recorded: list[str]) -> None:
     assert ids("?config_version=12") == recorded
     assert ids("?since=2999-01-01") == []
     response = auditor.get(reverse("audit:history") + "?since=yesterday&cursor=%%%")
-    assert response.status_code == 200 and len(response.context["errors"]) == 2
+    assert response.status_code == 200
+    assert len(response.context["errors"]) == 2
 
 
 def test_exports_stream_the_filtered_history(auditor: Client, recorded: list[str]) -> None:
     response = auditor.get(reverse("audit:export_csv") + "?session=" + SESSION)
-    assert response.streaming and response["Content-Type"].startswith("text/csv")
+    assert response.streaming
+    assert response["Content-Type"].startswith("text/csv")
     rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
     assert [r["request_id"] for r in rows] == ["req-hard", "req-easy"]
-    assert rows[0]["tier"] == "hard" and rows[0]["cost_usd"] == "0.012" and rows[0]["attempt_count"] == "2"
+    assert rows[0]["tier"] == "hard"
+    assert rows[0]["cost_usd"] == "0.012"
+    assert rows[0]["attempt_count"] == "2"
 
     everything = auditor.get(reverse("audit:export_csv"))
     failed = next(r for r in csv.DictReader(io.StringIO(b"".join(everything.streaming_content).decode()))
@@ -223,8 +232,13 @@ def test_exports_stream_the_filtered_history(auditor: Client, recorded: list[str
 def test_the_tuning_page_marks_the_threshold_and_prices_other_thresholds(auditor: Client, recorded: list[str]) -> None:
     page = auditor.get(reverse("audit:tuning")).content.decode()
     assert "threshold 5" in page  # the marker, from config version 12
-    assert "<svg" in page and "Score histogram" in page and "Cost per accepted answer" in page
+    assert "<svg" in page
+    assert "Score histogram" in page
+    assert "Cost per accepted answer" in page
     outcomes = auditor.get(reverse("audit:tuning")).context["outcomes"]
     by_threshold = {o.threshold: o for o in outcomes}
-    assert by_threshold[5].current and by_threshold[5].hard == 2 and by_threshold[5].total == 3
-    assert by_threshold[1].hard == 3 and by_threshold[8].hard == 0
+    assert by_threshold[5].current
+    assert by_threshold[5].hard == 2
+    assert by_threshold[5].total == 3
+    assert by_threshold[1].hard == 3
+    assert by_threshold[8].hard == 0

@@ -45,7 +45,8 @@ def test_the_diff_matches_entries_by_identity_not_position() -> None:
 
 def test_the_first_revision_lists_every_entry() -> None:
     diff, summary = diff_snapshots(None, BASE)
-    assert "+ providers[openai]: " in diff and "+ tier_routes.normal: " in diff
+    assert "+ providers[openai]: " in diff
+    assert "+ tier_routes.normal: " in diff
     assert summary.startswith("initial configuration: 2 models, 2 providers")
 
 
@@ -69,7 +70,8 @@ def test_it_records_each_version_once_with_author_and_diff() -> None:
     changed["tier_routes"]["normal"]["hard"] = "anthropic/claude"
     second = config_revision_record(version=2, author="bob", source="admin", snapshot=changed)
     again = config_revision_record(version=2, author="mallory", source="admin", snapshot=BASE)
-    assert again.pk == second.pk and again.author == "bob"
+    assert again.pk == second.pk
+    assert again.author == "bob"
     assert ConfigRevision.objects.count() == 2
     assert first.summary.startswith("initial configuration")
     assert second.diff == '~ tier_routes.normal.hard: "normal-hard" -> "anthropic/claude"'

@@ -210,7 +210,8 @@ def test_nothing_is_lost_when_postgresql_is_down_for_30_seconds(tmp_path: Path, 
         wait_for(lambda: _private_rows(pg, "pg")[1] == wanted, 90, "every event to be stored")
         print(f"all stored at {time.monotonic() - t0:.1f}s")
         count, ids = _private_rows(pg, "pg")
-        assert count == 1500 and ids == wanted
+        assert count == 1500
+        assert ids == wanted
         assert "database unreachable" in (tmp_path / "worker.log").read_text()
     finally:
         if gateway is not None:

@@ -36,7 +36,8 @@ def test_it_links_attempts_to_revisions_that_already_existed() -> None:
     services.revisions_ingest(events=[make_event("old"), make_event("new")])
     old = AuditRevision.objects.get(request_id="old")
     new = AuditRevision.objects.get(request_id="new")
-    assert old.attempts.count() == 2 and new.attempts.count() == 2
+    assert old.attempts.count() == 2
+    assert new.attempts.count() == 2
     assert AttemptRecord.objects.filter(revision__in=[old, new]).count() == AttemptRecord.objects.count() == 4
 
 
@@ -48,7 +49,9 @@ def test_it_records_the_verdict_selection_and_outcome_columns() -> None:
     assert [s["name"] for s in r.signals] == ["code", "length"]
     assert (r.strategy, r.winner, r.target, r.status) == ("adaptive", "anthropic/claude", "anthropic/claude", 200)
     assert (r.input_tokens, r.output_tokens, r.cost_usd, r.attempt_count, r.fell_back) == (1000, 200, 0.012, 2, True)
-    assert r.prompt_text == "" and len(r.prompt_hash) == 64 and "[email]" in r.prompt_preview
+    assert r.prompt_text == ""
+    assert len(r.prompt_hash) == 64
+    assert "[email]" in r.prompt_preview
     first = r.attempts.get(seq=1)
     assert (first.status, first.error_class, first.action, first.health_status) == (429, "transient", "fallback",
                                                                                       "healthy")
@@ -68,7 +71,8 @@ def test_one_refused_event_is_kept_aside_and_the_rest_stored(monkeypatch: pytest
     services.revisions_ingest(events=[make_event("good-1"), make_event("bad"), make_event("good-2")])
     assert set(AuditRevision.objects.values_list("request_id", flat=True)) == {"good-1", "good-2"}
     kept = UndeliverableEvent.objects.get()
-    assert kept.request_id == "bad" and '"request_id": "bad"' in kept.payload
+    assert kept.request_id == "bad"
+    assert '"request_id": "bad"' in kept.payload
 
 
 def test_it_retries_with_capped_backoff_while_the_database_is_unreachable(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -197,7 +201,9 @@ def test_a_spooled_batch_is_prepared_again_before_the_database_sink_stores_it(tm
     assert publisher.shutdown(10)
     assert list(tmp_path.glob("audit-*.jsonl")) == []
     stored = AuditRevision.objects.get(request_id="spooled-raw")
-    assert stored.status == 503 and stored.prompt_text == "" and "[email]" in stored.prompt_preview
+    assert stored.status == 503
+    assert stored.prompt_text == ""
+    assert "[email]" in stored.prompt_preview
     assert AuditRevision.objects.filter(validation="malformed_event").count() == 1
 
 
@@ -211,7 +217,8 @@ def test_a_lone_surrogate_is_stored_as_a_replacement_character(settings: Any, st
                                       make_event("fine-2")])
     assert set(AuditRevision.objects.values_list("request_id", flat=True)) == {"fine-1", "surrogate", "fine-2"}
     stored = AuditRevision.objects.get(request_id="surrogate")
-    assert stored.prompt_preview == "hi \ufffd there" and stored.error_message == "bad \ufffd"
+    assert stored.prompt_preview == "hi \ufffd there"
+    assert stored.error_message == "bad \ufffd"
     assert stored.prompt_text == ("hi \ufffd there" if store_bodies else "")
     assert not UndeliverableEvent.objects.exists()
 
@@ -240,4 +247,5 @@ def test_an_event_without_an_id_and_with_unsortable_keys_still_gets_one() -> Non
     raw = {1: "one", "a": "b", "created_at": 1_700_000_000.0}
     first = services.prepare_event(raw, store_bodies=False, max_bytes=100)
     second = services.prepare_event(dict(raw), store_bodies=False, max_bytes=100)
-    assert first["request_id"].startswith("derived-") and first["request_id"] == second["request_id"]
+    assert first["request_id"].startswith("derived-")
+    assert first["request_id"] == second["request_id"]

@@ -15,7 +15,8 @@ PROMPT = "Contact alice@example.com or call 0049 170 1234567; key sk-proj-abcdef
 
 def test_it_replaces_bodies_by_hash_and_redacted_preview_by_default() -> None:
     event = prepare_event(make_event(prompt_text=PROMPT, output_text="ok"), store_bodies=False, max_bytes=100)
-    assert "prompt_text" not in event and "output_text" not in event
+    assert "prompt_text" not in event
+    assert "output_text" not in event
     assert event["prompt_hash"] == sha256_hex(PROMPT)
     assert event["output_hash"] == sha256_hex("ok")
     assert "alice@example.com" not in event["prompt_preview"]
@@ -26,7 +27,7 @@ def test_it_replaces_bodies_by_hash_and_redacted_preview_by_default() -> None:
 
 
 @pytest.mark.parametrize(
-    "text, leaked",
+    ("text", "leaked"),
     [
         ("Authorization: Bearer abcdefghijklmnopqrstuvwx", "abcdefghijklmnopqrstuvwx"),
         ("the key is sk-ant-api03-AbCdEfGhIjKlMnOp", "AbCdEfGhIjKlMnOp"),
@@ -60,7 +61,7 @@ def test_each_credential_pattern_masks_its_credential_anywhere_in_the_text(crede
 
 
 @pytest.mark.parametrize(
-    "text, masked",
+    ("text", "masked"),
     [("password: " + LETTERS, "password: [secret]"), ("the token = " + LETTERS, "the token = [secret]"),
      ("password " + LETTERS, "password " + LETTERS), ("ghp " + LETTERS, "ghp " + LETTERS)],
 )
@@ -112,9 +113,12 @@ def test_it_coerces_malformed_fields_instead_of_failing() -> None:
     assert event["status"] == 500
     assert event["latency_ms"] == 0.0
     assert event["usage"] == {"input_tokens": 0, "output_tokens": 0, "cached_input_tokens": 0, "reasoning_tokens": 0}
-    assert event["tier"] is None and event["key_id"] is None and event["stream"] is True
+    assert event["tier"] is None
+    assert event["key_id"] is None
+    assert event["stream"] is True
     seqs = [a["seq"] for a in event["attempts"]]
-    assert seqs[0] == 1 and len(set(seqs)) == 3
+    assert seqs[0] == 1
+    assert len(set(seqs)) == 3
     assert event["selection"]["candidates"] == []
     assert event["requested_model"] == "model"
 
@@ -127,11 +131,14 @@ def test_it_derives_a_stable_request_id_when_the_event_has_none() -> None:
     assert first["request_id"].startswith("derived-")
     assert first["request_id"] == second["request_id"]
     junk = prepare_event(["not", "an", "event"], store_bodies=False, max_bytes=10)
-    assert junk["validation"] == "malformed_event" and junk["request_id"].startswith("derived-")
+    assert junk["validation"] == "malformed_event"
+    assert junk["request_id"].startswith("derived-")
 
 
 def test_preview_is_short_and_single_line() -> None:
     text = "line one\n\n   line two " + "word " * 100
     shown = preview(text)
-    assert "\n" not in shown and len(shown) <= 80 and shown.endswith("…")
+    assert "\n" not in shown
+    assert len(shown) <= 80
+    assert shown.endswith("…")
     assert cap_bytes("abc", 10) == "abc"

@@ -42,15 +42,17 @@ def test_a_refused_batch_is_retried_then_the_refused_event_is_kept_aside(caplog:
     assert len(retries) == tasks.REFUSED_ATTEMPTS - 1
     assert set(AuditRevision.objects.values_list("request_id", flat=True)) == {"keep-1", "keep-2"}
     kept = UndeliverableEvent.objects.get()
-    assert kept.request_id == "refuse-1" and REFUSAL_TEXT in kept.error and '"request_id": "refuse-1"' in kept.payload
+    assert kept.request_id == "refuse-1"
+    assert REFUSAL_TEXT in kept.error
+    assert '"request_id": "refuse-1"' in kept.payload
 
 
 @pytest.mark.django_db(transaction=True)
 def test_a_batch_whose_refused_event_cannot_be_kept_either_is_requeued() -> None:
     sleeps: list[float] = []
-    with refusing(("audit_auditrevision", "audit_undeliverableevent"), "refuse-"):
-        with pytest.raises(Reject) as rejected:
-            ingest(sleeps)
+    with refusing(("audit_auditrevision", "audit_undeliverableevent"), "refuse-"), \
+            pytest.raises(Reject) as rejected:
+        ingest(sleeps)
     assert rejected.value.requeue is True
     assert sleeps[-1] == tasks.BACKOFF_CAP_SECONDS  # a pause before the broker hands it out again
     assert not UndeliverableEvent.objects.exists()

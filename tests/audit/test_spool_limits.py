@@ -95,5 +95,6 @@ def test_a_write_that_fills_the_disk_is_cut_back_and_later_batches_are_refused_c
     [path] = tmp_path.glob("audit-*.jsonl")
     # The half-written seventh batch was cut off again: the file ends at a whole line, so nothing later lands
     # behind a torn one, and every batch reported as spooled replays.
-    assert path.stat().st_size == 6 * line and path.read_bytes().endswith(b"\n")
+    assert path.stat().st_size == 6 * line
+    assert path.read_bytes().endswith(b"\n")
     assert sorted(replayed_ids(tmp_path)) == sorted(f"{b}-{i}" for b in spooled for i in range(5))

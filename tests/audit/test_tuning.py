@@ -26,7 +26,7 @@ def test_cost_per_token_is_recorded_cost_over_recorded_tokens_per_tier() -> None
 
 
 @pytest.mark.parametrize(
-    "threshold, hard, cost, repriced",
+    ("threshold", "hard", "cost", "repriced"),
     [
         # current threshold 4: nothing switches, the recorded total.
         (4, 7, 0.13, 0),
@@ -54,11 +54,16 @@ def test_each_threshold_gets_its_hard_share_and_repriced_cost(threshold: int, ha
 def test_without_priced_traffic_in_the_other_tier_the_recorded_cost_is_kept() -> None:
     only_easy = [group(2, "easy", count=3, tokens=300, cost=0.003)]
     [outcome] = simulate(only_easy, [1], current=4)
-    assert outcome.hard == 3 and outcome.cost_usd == pytest.approx(0.003) and outcome.repriced == 0
+    assert outcome.hard == 3
+    assert outcome.cost_usd == pytest.approx(0.003)
+    assert outcome.repriced == 0
 
 
 def test_the_histogram_and_threshold_range_cover_the_scores_seen() -> None:
     scores, counts = histogram(GROUPS)
     assert scores == list(range(0, 9))
-    assert counts["easy"][1] == 10 and counts["easy"][3] == 5 and counts["hard"][5] == 4 and counts["hard"][0] == 2
+    assert counts["easy"][1] == 10
+    assert counts["easy"][3] == 5
+    assert counts["hard"][5] == 4
+    assert counts["hard"][0] == 2
     assert threshold_range(GROUPS, current=4) == list(range(1, 10))

@@ -76,7 +76,8 @@ def test_a_refused_batch_is_retried_then_its_refused_event_kept_aside_and_only_t
         send_batch(rabbit)
         wait_for(lambda: UndeliverableEvent.objects.exists(), 60, "the refused event to be kept aside")
     kept = UndeliverableEvent.objects.get()
-    assert kept.request_id == "refuse-1" and REFUSAL_TEXT in kept.error
+    assert kept.request_id == "refuse-1"
+    assert REFUSAL_TEXT in kept.error
     assert stored() == {"keep-1", "keep-2"}
     assert log_count(worker, "the database refused a batch of 3 events") == tasks.REFUSED_ATTEMPTS - 1
     wait_for(lambda: messages_in_queue(rabbit) == 0, 30, "the message to be acknowledged once all was stored")

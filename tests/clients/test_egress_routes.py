@@ -54,7 +54,8 @@ def test_providers_with_the_same_tls_files_share_one_context_until_the_next_prep
     first, second = provider(ca_bundle=CERT), ProviderSpec("q", "openai", "https://x/v1", ca_bundle=CERT)
     assert egress.prepare([first, second]) == []
     route = egress.route(first, HTTPS)
-    assert route.tls is not None and route.tls is egress.route(second, HTTPS).tls
+    assert route.tls is not None
+    assert route.tls is egress.route(second, HTTPS).tls
     assert egress.route(first, "http://api.openai.com/v1").tls is None  # TLS files matter to https only
     egress.prepare([first])  # a configuration change: files are read again (a rotated certificate)
     assert egress.route(first, HTTPS).tls is not route.tls
@@ -81,5 +82,6 @@ def test_settings_refuse_a_proxy_variable_they_cannot_use_without_echoing_it(var
     env[variable] = value
     done = subprocess.run([sys.executable, "-c", "import gomodel_site.settings"], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=60)
-    assert done.returncode != 0 and words in done.stderr
+    assert done.returncode != 0
+    assert words in done.stderr
     assert "hunter2" not in done.stderr

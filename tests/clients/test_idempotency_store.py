@@ -56,7 +56,8 @@ def test_a_repeat_after_completion_replays_the_stored_answer(operation: str) -> 
     end(operation, outcome="completed", answer=b'{"body": "the answer"}')
     replay = start(operation, owner="req-2")
     assert replay.kind == "replay"
-    assert replay.entry is not None and replay.entry.answer == b'{"body": "the answer"}'
+    assert replay.entry is not None
+    assert replay.entry.answer == b'{"body": "the answer"}'
 
 
 def test_the_same_key_for_another_request_is_a_mismatch(operation: str) -> None:

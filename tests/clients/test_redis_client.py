@@ -52,12 +52,14 @@ def test_replies_parse(raw: bytes, value: Any) -> None:
 
 def test_an_error_reply_parses_as_an_error_value() -> None:
     reply, end = parse_reply(b"-NOSCRIPT No matching script\r\n", 0)
-    assert isinstance(reply, RedisReplyError) and str(reply).startswith("NOSCRIPT") and end == 30
+    assert isinstance(reply, RedisReplyError)
+    assert str(reply).startswith("NOSCRIPT")
+    assert end == 30
 
 
 @pytest.mark.parametrize("raw", [b"$5\r\nhel", b"*2\r\n:1\r\n", b"+OK", b""])
 def test_an_incomplete_reply_waits_for_more(raw: bytes) -> None:
-    with pytest.raises(Exception) as raised:
+    with pytest.raises(Exception) as raised:  # noqa: PT011 - the parser's private signal, checked by name below
         parse_reply(raw, 0)
     assert type(raised.value).__name__ == "_Incomplete"
 
@@ -137,7 +139,8 @@ def test_a_password_redis_does_not_expect_is_reported_without_the_password() -> 
         client = RespClient("redis://:not-the-password@127.0.0.1:6379/0", timeout=1.0)
         with pytest.raises(RedisUnavailable) as failure:
             await client.execute("PING")
-        assert "AUTH" in str(failure.value) and "not-the-password" not in str(failure.value)
+        assert "AUTH" in str(failure.value)
+        assert "not-the-password" not in str(failure.value)
 
     run(scenario)
 
@@ -206,7 +209,8 @@ def test_silence_is_a_timeout_that_closes_the_connection_and_the_next_command_re
             try:
                 first, second = await asyncio.gather(client.execute("PING"), client.execute("PING"),
                                                      return_exceptions=True)
-                assert isinstance(first, RedisUnavailable) and "within 0.2s" in str(first)
+                assert isinstance(first, RedisUnavailable)
+                assert "within 0.2s" in str(first)
                 assert isinstance(second, RedisUnavailable)  # queued behind it on the same connection
                 answer.set()
                 assert await client.execute("PING") == "PONG"

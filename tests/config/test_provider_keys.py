@@ -281,7 +281,7 @@ class RecordingUpstream:
         recorded = self.requests
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (the standard library's name)
+            def do_POST(self) -> None:
                 self.rfile.read(int(self.headers.get("content-length") or 0))
                 recorded.append(dict(self.headers.items()))
                 body = json.dumps({"id": "x", "object": "chat.completion", "model": "m", "choices": []}).encode()
@@ -329,5 +329,6 @@ def test_a_request_to_a_provider_whose_key_is_refused_sends_nothing(
     error = response.json()["error"]
     assert error["code"] == "key_unavailable"
     assert recording_upstream.requests == []
-    assert "${DJANGO_SECRET_KEY}" in log and "is reserved" in log
+    assert "${DJANGO_SECRET_KEY}" in log
+    assert "is reserved" in log
     assert SECRET_VALUE not in log + response.text

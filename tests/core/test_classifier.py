@@ -96,7 +96,8 @@ def test_it_sends_explicit_reasoning_requests_straight_to_hard(extra: dict[str, 
     assert verdict.tier == ("hard" if shortcut else "easy")
     assert verdict.score == 0  # the short-cut adds no points: the score still shows the other signals
     if shortcut:
-        assert verdict.signals[0].name == "reasoning" and verdict.signals[0].points == 0
+        assert verdict.signals[0].name == "reasoning"
+        assert verdict.signals[0].points == 0
 
 
 def test_it_sums_the_signals_and_reports_each_with_its_detail() -> None:

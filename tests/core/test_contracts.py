@@ -120,7 +120,8 @@ def test_it_merges_the_request_and_its_contract() -> None:
     requirements = Requirements(modalities=frozenset({"text", "file"}), estimated_input_tokens=70_000,
                                 response_schema=request_schema, json_required=True)
     contract = effective_contract(requirements, spec)
-    assert contract.workload == "invoice_extraction" and contract.version == 3
+    assert contract.workload == "invoice_extraction"
+    assert contract.version == 3
     assert contract.modalities == {"text", "image", "file"}
     assert contract.required_input_tokens == 70_000  # the larger of the estimate and the contract
     assert contract.needs_tools is True

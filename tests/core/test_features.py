@@ -212,7 +212,8 @@ def test_it_counts_conversation_depth_in_turns_without_system_messages(roles: li
 def test_it_counts_parallel_tool_results_as_one_turn_in_both_shapes() -> None:
     openai, anthropic = both("", AGENT_TURNS)
     assert openai.message_count == anthropic.message_count == 5
-    assert openai.raw_message_count == 6 and anthropic.raw_message_count == 5
+    assert openai.raw_message_count == 6
+    assert anthropic.raw_message_count == 5
 
 
 def test_it_reads_tools_of_every_shape_with_names_and_schemas() -> None:
@@ -231,7 +232,8 @@ def test_it_reads_tools_of_every_shape_with_names_and_schemas() -> None:
     assert features.tool_names == ("weather", "lookup", "web_search", "patch", "legacy")
     assert [tool.kind for tool in features.tools] == ["function", "function", "web_search_20250305", "custom",
                                                        "function"]  # fmt: skip
-    assert features.tools[0].parameters == schema and features.tools[1].parameters == schema
+    assert features.tools[0].parameters == schema
+    assert features.tools[1].parameters == schema
     assert features.tools[2].parameters is None
     assert features.tool_count == 5
 
@@ -509,4 +511,5 @@ MESSAGE = st.dictionaries(KEYS | st.text(max_size=5), JSON | st.sampled_from(["u
 )
 def test_it_never_raises_on_arbitrary_json(body: dict[str, Any], shape: Any) -> None:
     features = extract_features(body, shape)
-    assert features.total_chars >= 0 and features.message_count >= 0
+    assert features.total_chars >= 0
+    assert features.message_count >= 0

@@ -181,7 +181,8 @@ def test_it_cools_a_locked_out_target_for_the_maximum_at_once(status: int | None
     health = TargetHealth("a")
     error_class = ErrorClass.TRANSIENT if reason == "server_error" else ErrorClass.INCOMPATIBLE
     started = health.record(fail(reason, error_class, status=status), now=0.0)
-    assert started is not None and started.trigger == "lockout"
+    assert started is not None
+    assert started.trigger == "lockout"
     assert cooldown_of(health, 0.0) == 300.0
 
 
@@ -206,7 +207,8 @@ def test_it_cools_after_three_transient_failures_in_a_row(
     assert health.record(outcome, now=1.0) is None
     assert health.status(1.0) == "healthy"
     started = health.record(outcome, now=2.0)
-    assert started is not None and started.trigger == "failures"
+    assert started is not None
+    assert started.trigger == "failures"
     assert cooldown_of(health, 2.0) == 30.0
 
 
@@ -249,7 +251,8 @@ def test_it_cools_after_five_invalid_responses_in_a_row() -> None:
     for second in range(4):
         assert health.record(outcome, now=float(second)) is None
     started = health.record(outcome, now=4.0)
-    assert started is not None and started.trigger == "invalid_responses"
+    assert started is not None
+    assert started.trigger == "invalid_responses"
     assert cooldown_of(health, 4.0) == 30.0
 
 
@@ -303,7 +306,8 @@ def test_it_closes_after_a_successful_probe() -> None:
     health.record(ok(0.4), now=31.0)
     health.end(31.0, probe=True)
     assert health.status(31.0) == "healthy"
-    assert health.cooldown_until is None and health.cooldown_level == 0
+    assert health.cooldown_until is None
+    assert health.cooldown_level == 0
     assert health.begin(31.0) == "attempt"
 
 
@@ -325,7 +329,8 @@ def test_it_reopens_with_the_next_doubled_cooldown_when_a_probe_fails() -> None:
         health.record(SERVER_ERROR, now)  # three in a row: 30 s
     assert health.begin(32.0) == "probe"
     started = health.record(SERVER_ERROR, now=33.0)  # one failed probe is enough
-    assert started is not None and started.trigger == "probe_failed"
+    assert started is not None
+    assert started.trigger == "probe_failed"
     assert cooldown_of(health, 33.0) == 60.0
     assert health.status(33.0) == "cooling"
 
@@ -342,7 +347,8 @@ def test_it_lets_late_outcomes_from_before_the_trip_extend_but_never_deepen_a_co
     health = TargetHealth("a")
     health.record(RATE_LIMITED, now=0.0)  # cooling until 30
     health.record(RATE_LIMITED, now=1.0)  # a straggler: no doubling
-    assert health.cooldown_until == 30.0 and health.cooldown_level == 1
+    assert health.cooldown_until == 30.0
+    assert health.cooldown_level == 1
     health.record(SERVER_ERROR, now=2.0)
     assert health.cooldown_until == 30.0
     health.record(fail("rate_limited", status=429, retry_after_s=90.0), now=3.0)  # a longer Retry-After
@@ -369,7 +375,8 @@ def test_it_counts_attempts_in_flight_and_their_load() -> None:
 def test_it_adopts_a_cooldown_from_another_process_but_never_shortens_its_own() -> None:
     health = TargetHealth("a")
     health.adopt_cooldown(60.0, now=0.0)
-    assert health.status(0.0) == "cooling" and health.cooldown_until == 60.0
+    assert health.status(0.0) == "cooling"
+    assert health.cooldown_until == 60.0
     health.adopt_cooldown(30.0, now=1.0)
     assert health.cooldown_until == 60.0
     health.adopt_cooldown(0.5, now=1.0)  # already over
@@ -436,7 +443,8 @@ def test_it_rejects_an_impossible_config(overrides: dict[str, float]) -> None:
 
 def test_it_creates_a_targets_health_once_and_on_first_use() -> None:
     registry = HealthRegistry()
-    assert "a" not in registry and registry.peek("a") is None
+    assert "a" not in registry
+    assert registry.peek("a") is None
     health = registry.get("a")
     assert registry.get("a") is health
     assert len(registry) == 1
@@ -448,7 +456,9 @@ def test_it_bounds_the_registry_by_dropping_the_least_recently_used() -> None:
     registry.get("b")
     registry.get("a")  # a is used again: b is now the oldest
     registry.get("c")
-    assert "b" not in registry and "a" in registry and "c" in registry
+    assert "b" not in registry
+    assert "a" in registry
+    assert "c" in registry
 
 
 def test_it_forgets_targets_that_are_no_longer_configured() -> None:

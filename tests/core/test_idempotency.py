@@ -23,7 +23,8 @@ def test_it_returns_the_stored_answer_to_a_repeat() -> None:
     ops.finish(OP, outcome="completed", owner="req_1", answer=b'{"id":"chatcmpl-1"}', now=3.0)
     repeat = ops.begin(OP, fingerprint=BODY, owner="req_2", now=10.0, lease_s=60.0)
     assert repeat.kind == "replay"
-    assert repeat.entry is not None and repeat.entry.answer == b'{"id":"chatcmpl-1"}'
+    assert repeat.entry is not None
+    assert repeat.entry.answer == b'{"id":"chatcmpl-1"}'
 
 
 def test_it_answers_conflict_while_the_first_request_is_in_flight() -> None:

@@ -24,7 +24,8 @@ def test_it_scopes_an_operation_by_the_gateway_key() -> None:
     assert operation_id("order-42", 7) == operation_id("order-42", "7")
     assert operation_id("order-42", 7) != operation_id("order-42", 8)
     assert operation_id("order-42", 7) != operation_id("order-43", 7)
-    assert OP.startswith("op_") and len(OP) == 35
+    assert OP.startswith("op_")
+    assert len(OP) == 35
 
 
 def test_it_canonicalises_arguments_before_hashing() -> None:

@@ -194,7 +194,8 @@ def test_it_answers_with_retry_after_when_every_target_is_cooling() -> None:
     early = cooling("early", since=NOW - 20.0)  # recovers in 10 s
     late = cooling("late", since=NOW - 5.0)  # recovers in 25 s
     selection = pick("adaptive", [candidate(late), candidate(early)], session_target="late")
-    assert selection.winner is None and selection.order == ()
+    assert selection.winner is None
+    assert selection.order == ()
     assert selection.all_cooling_retry_after_s == pytest.approx(10.0, abs=1e-9)
     assert selection.skipped == (("late", "cooling"), ("early", "cooling"))
     assert selection.affinity is None  # nothing was chosen, so the pin is neither kept nor moved
@@ -284,7 +285,8 @@ def test_it_releases_a_session_whose_target_is_cooling() -> None:
 
 def test_it_releases_a_session_whose_target_is_no_longer_a_candidate() -> None:
     selection = pick("adaptive", [candidate(healthy("a")), candidate(healthy("b"))], session_target="gone")
-    assert selection.affinity == "released" and selection.winner in {"a", "b"}
+    assert selection.affinity == "released"
+    assert selection.winner in {"a", "b"}
 
 
 def test_it_keeps_a_session_under_every_strategy_without_taking_a_turn() -> None:
@@ -384,7 +386,8 @@ def test_it_returns_a_lone_candidate_at_once_and_refuses_it_while_cooling() -> N
     pinned = pick("cost", [candidate(healthy("only"))], session_target="only")
     assert pinned.affinity == "honored"
     cooled = pick("failover", [candidate(cooling("only"))], session_target="only")
-    assert cooled.winner is None and cooled.all_cooling_retry_after_s == pytest.approx(29.0, abs=1e-9)
+    assert cooled.winner is None
+    assert cooled.all_cooling_retry_after_s == pytest.approx(29.0, abs=1e-9)
 
 
 def test_it_orders_the_failover_chain_winner_first_then_by_weight() -> None:
@@ -414,7 +417,8 @@ def test_it_ranks_frozen_views_as_well_as_live_health() -> None:
     idle = TargetStateView(name="idle", status="healthy", available=True, latency_estimate_s=1.0)
     out = TargetStateView(name="out", status="cooling", available=False, cooldown_until=NOW + 30.0)
     selection = pick("adaptive", [Candidate("busy", busy), Candidate("idle", idle), Candidate("out", out)])
-    assert selection.winner == "idle" and selection.skipped == (("out", "cooling"),)
+    assert selection.winner == "idle"
+    assert selection.skipped == (("out", "cooling"),)
 
 
 def test_it_builds_its_config_from_the_routing_settings() -> None:

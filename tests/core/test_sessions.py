@@ -59,7 +59,8 @@ def test_it_scopes_every_session_by_the_gateway_key() -> None:
         mine = detect_session(features(**body), headers, key_id=1)
         theirs = detect_session(features(**body), headers, key_id=2)
         assert mine != theirs
-        assert mine.value.startswith("1:") and theirs.value.startswith("2:")
+        assert mine.value.startswith("1:")
+        assert theirs.value.startswith("2:")
         assert mine == detect_session(features(**body), headers, key_id=1)
 
 
@@ -186,7 +187,8 @@ def test_it_stays_bounded_under_many_keys() -> None:
     for key in range(10_000):
         store.put(key, key, now=float(key), ttl=1e9)
     assert len(store) == 100
-    assert store.get(9_999, now=1e4) == 9_999 and store.get(9_899, now=1e4) is None
+    assert store.get(9_999, now=1e4) == 9_999
+    assert store.get(9_899, now=1e4) is None
 
 
 def test_it_deletes_and_treats_a_non_positive_ttl_as_delete() -> None:
@@ -197,7 +199,8 @@ def test_it_deletes_and_treats_a_non_positive_ttl_as_delete() -> None:
     assert store.get("a", 1.0) is None
     store.put("b", "x", now=0.0, ttl=10.0)
     store.put("b", "y", now=0.0, ttl=0)
-    assert store.get("b", 1.0) is None and len(store) == 0
+    assert store.get("b", 1.0) is None
+    assert len(store) == 0
 
 
 def test_it_upserts_atomically_and_returns_the_previous_live_value() -> None:

@@ -172,7 +172,8 @@ def test_it_turns_a_rejection_into_an_invalid_response_outcome() -> None:
     assert (outcome.ok, outcome.error_class, outcome.reason, outcome.status, outcome.latency_s) == (
         False, ErrorClass.INVALID_RESPONSE, "truncated", 200, 1.25)
     accepted = check(Answer("hi", "stop"), ValidationRules()).as_outcome(latency_s=0.5)
-    assert accepted.ok and accepted.latency_s == 0.5
+    assert accepted.ok
+    assert accepted.latency_s == 0.5
 
 
 def test_it_builds_rules_from_the_effective_contract() -> None:
@@ -180,7 +181,8 @@ def test_it_builds_rules_from_the_effective_contract() -> None:
                         required_finish_reason="stop")
     requirements = Requirements(tools=TOOLS, tool_choice="required", forced_tool="get_weather")
     rules = ValidationRules.from_contract(effective_contract(requirements, spec), extra_checks=[len])  # type: ignore[list-item]
-    assert rules.refuse_truncation and rules.json_required
+    assert rules.refuse_truncation
+    assert rules.json_required
     assert rules.schemas == (INVOICE,)
     assert (rules.tools, rules.tool_choice, rules.forced_tool) == (TOOLS, "required", "get_weather")
     assert (rules.min_output_chars, rules.required_finish_reason) == (5, "stop")

@@ -29,7 +29,8 @@ def openai_error(response: httpx2.Response) -> dict:
 
 def anthropic_error(response: httpx2.Response) -> dict:
     body = response.json()
-    assert body["type"] == "error" and set(body["error"]) == {"type", "message"}, body
+    assert body["type"] == "error", body
+    assert set(body["error"]) == {"type", "message"}, body
     return body["error"]
 
 
@@ -98,9 +99,11 @@ def test_a_body_under_the_limit_but_over_djangos_default_is_served(gateway: Gate
 
 def test_unknown_endpoints_and_methods_answer_in_the_envelope(gateway: Gateway) -> None:
     response = httpx2.get(gateway.base_url + "/v1/embeddingz")
-    assert response.status_code == 404 and openai_error(response)["code"] == "unknown_endpoint"
+    assert response.status_code == 404
+    assert openai_error(response)["code"] == "unknown_endpoint"
     response = httpx2.get(gateway.base_url + CHAT)
-    assert response.status_code == 405 and openai_error(response)["code"] == "method_not_allowed"
+    assert response.status_code == 405
+    assert openai_error(response)["code"] == "method_not_allowed"
 
 
 def test_an_upstream_client_error_is_relayed_without_cooling_the_target(gateway: Gateway, sim) -> None:  # type: ignore[no-untyped-def]
@@ -156,12 +159,14 @@ def test_a_missing_or_wrong_key_is_401_in_both_envelopes(keyed: tuple[Gateway, s
     gateway, _ = keyed
     body = {"model": "oa/oa-model", "messages": [{"role": "user", "content": "hi"}]}
     response = httpx2.post(gateway.base_url + CHAT, json=body)
-    assert response.status_code == 401 and openai_error(response)["type"] == "authentication_error"
+    assert response.status_code == 401
+    assert openai_error(response)["type"] == "authentication_error"
     response = httpx2.post(gateway.base_url + CHAT, json=body, headers={"Authorization": "Bearer wrong"})
     assert response.status_code == 401
     response = httpx2.post(gateway.base_url + MESSAGES, json={**body, "max_tokens": 5},
                            headers={"x-api-key": "wrong", **ANTHROPIC})
-    assert response.status_code == 401 and anthropic_error(response)["type"] == "authentication_error"
+    assert response.status_code == 401
+    assert anthropic_error(response)["type"] == "authentication_error"
 
 
 def test_the_master_key_and_a_restricted_key(keyed: tuple[Gateway, str]) -> None:
@@ -173,6 +178,7 @@ def test_the_master_key_and_a_restricted_key(keyed: tuple[Gateway, str]) -> None
                        headers={"Authorization": f"Bearer {restricted}"}).status_code == 200
     response = httpx2.post(gateway.base_url + MESSAGES, json={**body, "model": "an/an-model", "max_tokens": 5},
                            headers={"x-api-key": restricted, **ANTHROPIC})
-    assert response.status_code == 403 and anthropic_error(response)["type"] == "permission_error"
+    assert response.status_code == 403
+    assert anthropic_error(response)["type"] == "permission_error"
     models = httpx2.get(gateway.base_url + "/v1/models", headers={"Authorization": f"Bearer {restricted}"}).json()
     assert [m["id"] for m in models["data"]] == ["oa/oa-model"]

@@ -174,7 +174,9 @@ def test_it_falls_back_when_the_primary_times_out_within_the_deadline(fault_gate
     revision = audit_of(fault_gateway, response)
     assert attempts_of(revision) == [("to-a", "timeout", "fallback", "not_run"),
                                      ("to-b", "ok", "accepted", "accepted")]
-    assert revision["status"] == 200 and revision["deadline_ms"] == 4000 and revision["fell_back"]
+    assert revision["status"] == 200
+    assert revision["deadline_ms"] == 4000
+    assert revision["fell_back"]
 
 
 def test_it_answers_504_when_the_deadline_runs_out(fault_gateway: Gateway, sim) -> None:  # type: ignore[no-untyped-def]
@@ -189,7 +191,8 @@ def test_it_answers_504_when_the_deadline_runs_out(fault_gateway: Gateway, sim) 
     # Whatever was sent, the gateway gave up on it at the deadline instead of waiting out the holds.
     assert set(outcomes_since(sim, seen)) <= {"disconnected"}
     revision = audit_of(fault_gateway, response)
-    assert revision["status"] == 504 and revision["deadline_ms"] == 1500
+    assert revision["status"] == 504
+    assert revision["deadline_ms"] == 1500
 
 
 @pytest.mark.parametrize("retry_after", [2, None])
@@ -267,7 +270,8 @@ def test_it_refuses_a_call_to_an_undeclared_tool(fault_gateway: Gateway, sim) ->
     calls = response.json()["choices"][0]["message"]["tool_calls"]
     assert [c["function"]["name"] for c in calls] == ["lookup"]
     keys = json.loads(response.headers["x-gomodel-execution-keys"])
-    assert keys[0]["name"] == "lookup" and keys[0]["execution_key"].count(":") >= 2
+    assert keys[0]["name"] == "lookup"
+    assert keys[0]["execution_key"].count(":") >= 2
 
 
 def test_a_slow_success_within_the_deadline_is_accepted(fault_gateway: Gateway, sim) -> None:  # type: ignore[no-untyped-def]
@@ -298,7 +302,8 @@ def test_a_stream_cut_after_the_first_byte_ends_with_an_error_event(fault_gatewa
     assert "error" in last  # a well-formed error event in OpenAI's stream format
     assert count(sim, "ca-b") == 0  # bytes reached the client: nothing may replace the stream
     revision = audit_of(fault_gateway, r)
-    assert revision["error_class"] == "ambiguous" and revision["stream"]
+    assert revision["error_class"] == "ambiguous"
+    assert revision["stream"]
     assert attempts_of(revision) == [("ca-a", "stream_cut", "gave_up", "not_run")]
 
 
@@ -374,9 +379,11 @@ def test_a_workload_contract_is_enforced_on_every_answer(fault_gateway: Gateway,
                        response_format=schema_format)
     assert served_by(response) == (200, "wl-b", 2)
     revision = audit_of(fault_gateway, response)
-    assert revision["workload"] == "extract" and revision["deadline_ms"] == 5000
+    assert revision["workload"] == "extract"
+    assert revision["deadline_ms"] == 5000
     # A plain-text answer cannot meet a contract that requires structured output.
     response = chat(fault_gateway, "wl-pool", headers={"X-GoModel-Workload": "extract"})
     assert response.status_code == 502
     unknown = chat(fault_gateway, "wl-pool", headers={"X-GoModel-Workload": "nope"})
-    assert unknown.status_code == 400 and unknown.json()["error"]["param"] == "X-GoModel-Workload"
+    assert unknown.status_code == 400
+    assert unknown.json()["error"]["param"] == "X-GoModel-Workload"

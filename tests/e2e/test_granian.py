@@ -42,14 +42,16 @@ def test_openai_sdk_plain_and_streamed(granian_gateway: Gateway) -> None:
             model="an/an-model", stream=True, stream_options={"include_usage": True},
             messages=[{"role": "user", "content": "Stream through granian"}]))
     assert "Stream through granian" in "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
-    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens > 0
+    assert chunks[-1].usage is not None
+    assert chunks[-1].usage.completion_tokens > 0
 
 
 def test_anthropic_sdk_plain(granian_gateway: Gateway) -> None:
     with anthropic.Anthropic(base_url=granian_gateway.base_url, api_key="unused", max_retries=0) as client:
         message = client.messages.create(model="ge/ge-model", max_tokens=100,
                                          messages=[{"role": "user", "content": "Hello from Claude's SDK"}])
-    assert message.type == "message" and "Hello from Claude's SDK" in message.content[0].text
+    assert message.type == "message"
+    assert "Hello from Claude's SDK" in message.content[0].text
 
 
 def test_a_body_over_the_limit_is_a_413_in_the_clients_envelope(granian_gateway: Gateway) -> None:
@@ -58,7 +60,8 @@ def test_a_body_over_the_limit_is_a_413_in_the_clients_envelope(granian_gateway:
                            headers={"content-type": "application/json", "anthropic-version": "2023-06-01"})
     assert response.status_code == 413
     error = response.json()
-    assert error["type"] == "error" and f"{BODY_LIMIT} bytes" in error["error"]["message"]
+    assert error["type"] == "error"
+    assert f"{BODY_LIMIT} bytes" in error["error"]["message"]
 
 
 def test_a_client_that_goes_away_cancels_the_upstream_request(granian_gateway: Gateway, sim) -> None:  # type: ignore[no-untyped-def]

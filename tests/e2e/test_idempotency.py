@@ -55,7 +55,8 @@ def test_a_repeat_while_the_first_runs_is_409(gateway: Gateway, sim) -> None:  #
         time.sleep(0.01)
     second = post(gateway, key)
     first.join()
-    assert second.status_code == 409 and second.json()["error"]["code"] == "idempotency_key_in_use"
+    assert second.status_code == 409
+    assert second.json()["error"]["code"] == "idempotency_key_in_use"
     assert results[0].status_code == 200
 
 
@@ -65,4 +66,5 @@ def test_a_streamed_answer_is_replayed(gateway: Gateway, sim) -> None:  # type: 
     first = post(gateway, key, body)
     second = post(gateway, key, body)
     assert first.status_code == second.status_code == 200
-    assert second.text == first.text and second.text.rstrip().endswith("data: [DONE]")
+    assert second.text == first.text
+    assert second.text.rstrip().endswith("data: [DONE]")

@@ -20,16 +20,21 @@ def post(gateway: Gateway, action: str, **body: object) -> httpx2.Response:
 def test_claim_complete_and_replay(gateway: Gateway) -> None:
     key = f"op_{uuid.uuid4().hex}:send_email:abc"
     first = post(gateway, "claim", execution_key=key, owner="worker-1")
-    assert first.status_code == 200 and first.json()["decision"] == "claimed"
+    assert first.status_code == 200
+    assert first.json()["decision"] == "claimed"
     second = post(gateway, "claim", execution_key=key, owner="worker-2")
-    assert second.status_code == 409 and second.json()["decision"] == "conflict"
+    assert second.status_code == 409
+    assert second.json()["decision"] == "conflict"
     done = post(gateway, "complete", execution_key=key, owner="worker-1", result={"message_id": 7})
-    assert done.status_code == 200 and done.json()["state"] == "completed"
+    assert done.status_code == 200
+    assert done.json()["state"] == "completed"
     replay = post(gateway, "claim", execution_key=key, owner="worker-2")
     assert replay.status_code == 409
-    assert replay.json()["decision"] == "completed" and replay.json()["result"] == '{"message_id": 7}'
+    assert replay.json()["decision"] == "completed"
+    assert replay.json()["result"] == '{"message_id": 7}'
     got = httpx2.get(f"{gateway.base_url}/v1/ledger/entry/{key}").json()
-    assert got["state"] == "completed" and got["attempts"] == 1
+    assert got["state"] == "completed"
+    assert got["attempts"] == 1
 
 
 def test_a_retryable_failure_can_be_claimed_again_and_an_unknown_one_cannot(gateway: Gateway) -> None:
@@ -40,7 +45,8 @@ def test_a_retryable_failure_can_be_claimed_again_and_an_unknown_one_cannot(gate
     assert post(gateway, "claim", execution_key=key, owner="b").json()["decision"] == "claimed"
     assert post(gateway, "unknown", execution_key=key, owner="b", detail="timeout").json()["state"] == "unknown"
     blocked = post(gateway, "claim", execution_key=key, owner="c")
-    assert blocked.status_code == 409 and blocked.json()["decision"] == "unknown"
+    assert blocked.status_code == 409
+    assert blocked.json()["decision"] == "unknown"
     taken = post(gateway, "claim", execution_key=key, owner="c", takeover_unknown=True)
     assert taken.json()["decision"] == "claimed"
 
@@ -49,7 +55,8 @@ def test_only_the_claimant_may_settle(gateway: Gateway) -> None:
     key = f"op_{uuid.uuid4().hex}:x:y"
     post(gateway, "claim", execution_key=key, owner="a")
     response = post(gateway, "complete", execution_key=key, owner="intruder", result="done")
-    assert response.status_code == 409 and response.json()["error"]["code"] == "ledger_conflict"
+    assert response.status_code == 409
+    assert response.json()["error"]["code"] == "ledger_conflict"
 
 
 def test_concurrent_claims_grant_exactly_one(gateway: Gateway) -> None:

@@ -47,7 +47,8 @@ def test_openai_sdk_plain(oai: openai.OpenAI, target: str) -> None:
     assert raw.headers["x-gomodel-attempts"] == "1"
     assert "Hello there" in completion.choices[0].message.content
     assert completion.choices[0].finish_reason == "stop"
-    assert completion.usage is not None and completion.usage.completion_tokens > 0
+    assert completion.usage is not None
+    assert completion.usage.completion_tokens > 0
     assert float(raw.headers["x-gomodel-cost-usd"]) > 0
 
 
@@ -59,7 +60,8 @@ def test_openai_sdk_streaming(oai: openai.OpenAI, target: str) -> None:
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert "Stream to me" in text
     assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] == ["stop"]
-    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens > 0
+    assert chunks[-1].usage is not None
+    assert chunks[-1].usage.completion_tokens > 0
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -111,7 +113,8 @@ def test_anthropic_sdk_plain(claude: anthropic.Anthropic, target: str) -> None:
         model=target, max_tokens=200, system="Be brief.", messages=[{"role": "user", "content": "Hello there"}])
     message = raw.parse()
     assert raw.headers["x-gomodel-target"] == target
-    assert message.content[0].type == "text" and "Hello there" in message.content[0].text
+    assert message.content[0].type == "text"
+    assert "Hello there" in message.content[0].text
     assert message.stop_reason == "end_turn"
     assert message.usage.output_tokens > 0
 

@@ -46,5 +46,7 @@ def test_anthropic_stream_events_come_in_anthropic_shape(gateway: Gateway) -> No
         for line in response.iter_lines():
             if line.startswith("event: "):
                 events.append(line[7:])
-    assert events[0] == "message_start" and events[-1] == "message_stop"
-    assert "content_block_delta" in events and "message_delta" in events
+    assert events[0] == "message_start"
+    assert events[-1] == "message_stop"
+    assert "content_block_delta" in events
+    assert "message_delta" in events

@@ -89,9 +89,11 @@ def test_explain_returns_the_verdict_without_calling_upstream(gateway: Gateway, 
         "model": "normal", "messages": [{"role": "user", "content": "```py\nx = 1\n```"}],
         "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]})
     data = response.json()
-    assert data["tier"]["tier"] == "hard" and data["tier"]["score"] == 5
+    assert data["tier"]["tier"] == "hard"
+    assert data["tier"]["score"] == 5
     assert {s["name"]: s["points"] for s in data["tier"]["signals"]} == {"code": 3, "tools": 2}
-    assert data["candidates"] and data["selections"][0]["virtual_model"] == "pool"
+    assert data["candidates"]
+    assert data["selections"][0]["virtual_model"] == "pool"
     assert sim.received() == []
 
 

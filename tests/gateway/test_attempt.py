@@ -46,9 +46,12 @@ def json_attempt(attempt: AttemptSpec) -> AttemptResult:
 
 def test_a_good_answer_is_a_success_with_its_usage(sim: SimulatorServer, table: RoutingTable) -> None:
     result = json_attempt(spec(table, "primary"))
-    assert result.outcome.ok and result.outcome.status == 200
-    assert result.verdict is not None and result.verdict.ok
-    assert result.client_body is not None and result.client_body["model"] == "primary"
+    assert result.outcome.ok
+    assert result.outcome.status == 200
+    assert result.verdict is not None
+    assert result.verdict.ok
+    assert result.client_body is not None
+    assert result.client_body["model"] == "primary"
     [received] = sim.received("primary")
     assert result.usage is not None
     assert (result.usage.input_tokens, result.usage.output_tokens) == (
@@ -60,7 +63,8 @@ def test_the_provider_key_is_sent_and_never_recorded(sim: SimulatorServer, table
     result = json_attempt(spec(table, "claude"))
     assert result.outcome.ok
     [received] = sim.received("claude-sim")
-    assert received["wire"] == "anthropic" and received["auth"]["present"]
+    assert received["wire"] == "anthropic"
+    assert received["auth"]["present"]
     assert "sk-simulated" not in json.dumps(received)
 
 
@@ -89,7 +93,8 @@ def test_a_bad_answer_is_an_invalid_response(sim: SimulatorServer, table: Routin
     sim.set_fault("primary", {"kind": "schema_violation"})
     violating = json_attempt(spec(table, "primary", response_format=SCHEMA_FORMAT))
     assert violating.outcome.error_class is ErrorClass.INVALID_RESPONSE
-    assert violating.verdict is not None and violating.verdict.reason == "schema"
+    assert violating.verdict is not None
+    assert violating.verdict.reason == "schema"
     assert violating.client_body is not None  # parsed, then refused by validation
 
 
@@ -99,7 +104,8 @@ def test_transport_failures_say_where_they_happened(sim: SimulatorServer, table:
 
     sim.set_fault("primary", {"kind": "timeout", "seconds": 30})
     held = json_attempt(spec(table, "primary", timeout_s=0.3))
-    assert held.outcome.reason == "timeout" and held.ttfb_s is None
+    assert held.outcome.reason == "timeout"
+    assert held.ttfb_s is None
 
     sim.set_fault("primary", {"kind": "connect_refused"})
     dropped = json_attempt(spec(table, "primary"))
@@ -117,7 +123,8 @@ def test_a_stream_is_live_once_its_first_content_frames_exist(sim: SimulatorServ
     live, rest = run(scenario())
     first = b"".join(live.first_frames).decode()
     assert '"content"' in first  # held back until a frame carries content
-    assert b"[DONE]" not in live.first_frames[-1] and b"[DONE]" in b"".join(rest)  # the rest is the relay's
+    assert b"[DONE]" not in live.first_frames[-1]
+    assert b"[DONE]" in b"".join(rest)
     assert live.ttfb_s > 0
 
 
@@ -131,4 +138,5 @@ def test_a_stream_that_fails_before_any_content_is_a_failed_attempt(
     sim.set_fault("primary", fault)
     result = run(start_stream_attempt(spec(table, "primary", stream=True)))
     assert isinstance(result, AttemptResult)  # nothing reached the client: another attempt may replace it
-    assert not result.outcome.ok and result.outcome.error_class is ErrorClass.TRANSIENT
+    assert not result.outcome.ok
+    assert result.outcome.error_class is ErrorClass.TRANSIENT

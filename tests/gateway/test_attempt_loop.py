@@ -108,7 +108,8 @@ def test_an_early_connect_failure_is_retried_on_the_same_target(
 
     assert (reply.status, reply.headers["X-GoModel-Target"], reply.headers["X-GoModel-Attempts"]) == (
         200, "primary", "2")
-    assert len(sent) == 2 and len(sim.received("primary")) == 1  # nothing reached the provider the first time
+    assert len(sent) == 2
+    assert len(sim.received("primary")) == 1
     assert attempts_of(audit_events[0]) == [("primary", "connect_error", "retry_same", "not_run"),
                                             ("primary", "ok", "accepted", "accepted")]
     assert counted("gomodel_retries_total", reason="connect_error") == retries_before + 1
@@ -131,10 +132,12 @@ def test_a_deadline_that_runs_out_is_504_without_a_fallback_that_could_not_finis
     reply = run(answer(request(table, "pair", headers={"X-GoModel-Deadline-Ms": "600"})))
 
     assert reply.status == 504
-    assert reply.error["code"] == "timeout" and "deadline ran out" in reply.error["message"]
+    assert reply.error["code"] == "timeout"
+    assert "deadline ran out" in reply.error["message"]
     assert sim.received("secondary") == []  # a cold fallback needs more than what was left
     [event] = audit_events
-    assert event["deadline_ms"] == 600 and event["status"] == 504
+    assert event["deadline_ms"] == 600
+    assert event["status"] == 504
     assert attempts_of(event) == [("primary", "timeout", "gave_up", "not_run")]
     assert counted("gomodel_deadline_exhausted_total") == exhausted_before + 1
     sim.wait_until_idle()  # the gateway hung up at its deadline instead of waiting out the 30 s hold
@@ -147,7 +150,8 @@ def test_every_target_cooling_is_503_with_retry_after_and_no_upstream_call(
         sim.set_fault(name, {"kind": "rate_limit", "retry_after": 30})
 
     first = run(answer(request(table, "pair")))
-    assert first.status == 503 and first.headers["Retry-After"] == "30"
+    assert first.status == 503
+    assert first.headers["Retry-After"] == "30"
     assert first.error["code"] == "rate_limited"
     assert attempts_of(audit_events[0]) == [("primary", "rate_limited", "fallback", "not_run"),
                                             ("secondary", "rate_limited", "gave_up", "not_run")]
@@ -192,7 +196,8 @@ def test_a_context_overflow_falls_back_without_cooling_the_target(
     assert (reply.status, reply.headers["X-GoModel-Target"]) == (200, "secondary")
     assert audit_events[0]["attempts"][0]["error_class"] == "incompatible"
     health = fresh_state.health.get("primary")
-    assert health.status(time.monotonic()) == "healthy" and health.consecutive_failures == 0
+    assert health.status(time.monotonic()) == "healthy"
+    assert health.consecutive_failures == 0
 
 
 def test_one_fallback_at_most_by_default(
@@ -200,6 +205,7 @@ def test_one_fallback_at_most_by_default(
     for name in ("primary", "secondary"):
         sim.set_fault(name, {"kind": "status", "status": 500})
     reply = run(answer(request(table, "nested")))  # pair (primary, secondary), then third
-    assert reply.status == 502 and reply.error["code"] == "server_error"
+    assert reply.status == 502
+    assert reply.error["code"] == "server_error"
     assert [a[0] for a in attempts_of(audit_events[0])] == ["primary", "secondary"]
     assert sim.received("third") == []

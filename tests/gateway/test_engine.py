@@ -41,7 +41,9 @@ def test_it_answers_a_concrete_model_with_the_decision_headers(
     assert float(reply.headers["X-GoModel-Cost-Usd"]) == round(cost, 8)
 
     [event] = audit_events
-    assert event["request_id"] == call.request_id and event["status"] == 200 and event["target"] == "primary"
+    assert event["request_id"] == call.request_id
+    assert event["status"] == 200
+    assert event["target"] == "primary"
     assert attempts_of(event) == [("primary", "ok", "accepted", "accepted")]
     assert event["usage"]["input_tokens"] == usage["input_tokens"]
     assert event["usage"]["output_tokens"] == usage["output_tokens"]
@@ -53,7 +55,8 @@ def test_it_translates_an_anthropic_client_to_an_openai_provider(sim: SimulatorS
     reply = run(answer(request(table, "primary", "bonjour", inbound="anthropic")))
     assert reply.status == 200
     message = reply.json()
-    assert message["type"] == "message" and message["role"] == "assistant"
+    assert message["type"] == "message"
+    assert message["role"] == "assistant"
     assert "bonjour" in message["content"][0]["text"]
     assert sim.received("primary")[0]["wire"] == "openai"
 
@@ -61,9 +64,11 @@ def test_it_translates_an_anthropic_client_to_an_openai_provider(sim: SimulatorS
 def test_it_answers_a_virtual_model_through_its_strategy(
         sim: SimulatorServer, table: RoutingTable, audit_events: list[dict[str, Any]]) -> None:
     reply = run(answer(request(table, "pair")))
-    assert reply.status == 200 and reply.headers["X-GoModel-Target"] == "primary"
+    assert reply.status == 200
+    assert reply.headers["X-GoModel-Target"] == "primary"
     selection = audit_events[0]["selection"]
-    assert selection["virtual_model"] == "pair" and selection["strategy"] == "failover"
+    assert selection["virtual_model"] == "pair"
+    assert selection["strategy"] == "failover"
     assert selection["winner"] == "primary"
     assert audit_events[0]["session_hash"] is not None  # a choice to make: the session was detected
     assert sim.received("secondary") == []
@@ -73,14 +78,17 @@ def test_an_unknown_model_is_404_without_an_upstream_call(
         sim: SimulatorServer, table: RoutingTable, audit_events: list[dict[str, Any]]) -> None:
     reply = run(answer(request(table, "no-such-model")))
     assert reply.status == 404
-    assert reply.error["code"] == "model_not_found" and reply.error["param"] == "model"
+    assert reply.error["code"] == "model_not_found"
+    assert reply.error["param"] == "model"
     assert sim.received() == []
-    assert audit_events[0]["status"] == 404 and audit_events[0]["attempts"] == []
+    assert audit_events[0]["status"] == 404
+    assert audit_events[0]["attempts"] == []
 
 
 def test_a_key_limited_to_some_models_gets_403_for_another(sim: SimulatorServer, table: RoutingTable) -> None:
     refused = run(answer(request(table, "secondary", key=LIMITED_KEY)))
-    assert refused.status == 403 and refused.error["code"] == "model_not_allowed"
+    assert refused.status == 403
+    assert refused.error["code"] == "model_not_allowed"
     allowed = run(answer(request(table, "primary", key=LIMITED_KEY)))
     assert allowed.status == 200
     assert [r["model"] for r in sim.received()] == ["primary"]
@@ -105,7 +113,8 @@ def test_a_malformed_deadline_header_is_400(sim: SimulatorServer, table: Routing
 def test_an_invalid_response_schema_is_400_before_any_attempt(sim: SimulatorServer, table: RoutingTable) -> None:
     bad_format = {"type": "json_schema", "json_schema": {"name": "p", "schema": {"type": "no-such-type"}}}
     reply = run(answer(request(table, "primary", response_format=bad_format)))
-    assert reply.status == 400 and reply.error["param"] == "response_format"
+    assert reply.status == 400
+    assert reply.error["param"] == "response_format"
     assert sim.received() == []
 
 
@@ -113,7 +122,8 @@ def test_a_request_no_model_can_serve_is_400_naming_why(sim: SimulatorServer, ta
     image = [{"type": "text", "text": "what is this?"},
              {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}]
     reply = run(answer(request(table, "text-only", messages=[{"role": "user", "content": image}])))
-    assert reply.status == 400 and reply.error["code"] == "unsupported_capability"
+    assert reply.status == 400
+    assert reply.error["code"] == "unsupported_capability"
     assert "image" in reply.error["message"]
     assert sim.received() == []
 
@@ -126,7 +136,8 @@ def test_the_workload_contract_sets_the_deadline_and_is_recorded(
     assert reply.status == 200
     assert "name" in json.loads(reply.json()["choices"][0]["message"]["content"])
     [event] = audit_events
-    assert event["workload"] == "extract" and event["deadline_ms"] == 5000
+    assert event["workload"] == "extract"
+    assert event["deadline_ms"] == 5000
 
 
 def test_a_plain_text_answer_cannot_meet_a_structured_output_contract(

@@ -31,7 +31,8 @@ def test_a_key_may_not_explain_a_model_it_may_not_use(sim: SimulatorServer, tabl
     error = refused(request(table, "pair", key=LIMITED_KEY))
     assert (error.status, error.code, error.param) == (403, "model_not_allowed", "model")
     allowed = run(explain_call(request(table, "primary", key=LIMITED_KEY)))
-    assert allowed["kind"] == "model" and allowed["candidates"] == ["primary"]
+    assert allowed["kind"] == "model"
+    assert allowed["candidates"] == ["primary"]
 
 
 def test_an_unknown_workload_is_400_as_in_a_real_request(sim: SimulatorServer, table: RoutingTable) -> None:
@@ -61,7 +62,8 @@ def test_it_explains_a_tier_verdict_without_touching_the_session_pin(
     verdict = explained["tier"]
     assert (verdict["verdict_tier"], verdict["tier"], verdict["target"]) == ("hard", "hard", "pair")
     assert (verdict["pin_before"], verdict["escalated"]) == ("easy", True)
-    assert explained["target"] == "pair" and explained["candidates"] == ["primary", "secondary"]
+    assert explained["target"] == "pair"
+    assert explained["candidates"] == ["primary", "secondary"]
     assert run(fresh_state.pins.get(TIER_PIN_NAMESPACE, pin_key)) == "easy"  # read, not written
     follow_up = run(answer(request(table, "normal", "thanks", headers=session)))
     assert follow_up.headers["X-GoModel-Pro-Tier"] == "easy"  # the explanation escalated nothing

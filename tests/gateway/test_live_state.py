@@ -41,7 +41,8 @@ def test_it_shows_each_target_with_the_health_this_process_keeps() -> None:
         1.0, "healthy", 2, None, "")
     assert (b["configured_weight"], b["status"], b["in_flight"], b["last_error"]) == (
         2.0, "cooling", 0, "rate_limited")
-    assert isinstance(b["cooldown_until"], str) and b["cooldown_until"].endswith(" UTC")
+    assert isinstance(b["cooldown_until"], str)
+    assert b["cooldown_until"].endswith(" UTC")
     assert a["live_weight"] == 1.0  # the only target with weight left: the heaviest is 1
     assert b["live_weight"] == 0.0
 

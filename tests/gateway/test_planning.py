@@ -50,7 +50,8 @@ def with_virtual(*extra: VirtualModelSpec) -> RoutingTable:
 
 def test_a_concrete_model_is_its_own_plan(fresh_state: GatewayState) -> None:
     plan = plan_targets("primary", inputs(), fresh_state)
-    assert [m.name for m in plan.models] == ["primary"] and plan.records == []
+    assert [m.name for m in plan.models] == ["primary"]
+    assert plan.records == []
 
 
 def test_nested_virtual_models_are_flattened_in_order_each_model_once(fresh_state: GatewayState) -> None:
@@ -66,9 +67,12 @@ def test_targets_that_cannot_meet_the_contract_are_left_out_with_the_reason(fres
     plan = plan_targets("mixed", inputs(table, IMAGE), fresh_state)
     assert [m.name for m in plan.models] == ["primary"]
     [(name, reason)] = plan.records[0].skipped
-    assert name == "text-only" and "image" in reason
+    assert name == "text-only"
+    assert "image" in reason
     nothing = plan_targets("text-only", inputs(table, IMAGE), fresh_state)
-    assert nothing.models == [] and nothing.rejected and nothing.rejected[0][0] == "text-only"
+    assert nothing.models == []
+    assert nothing.rejected
+    assert nothing.rejected[0][0] == "text-only"
 
 
 def test_a_disabled_target_is_skipped(fresh_state: GatewayState) -> None:
@@ -87,18 +91,21 @@ def test_a_cooling_target_is_left_out_and_all_cooling_says_when_to_come_back(
     rate_limited = AttemptOutcome.failure(ErrorClass.TRANSIENT, "rate_limited", status=429, retry_after_s=20.0)
     fresh_state.health.get("primary").record(rate_limited, now)
     plan = plan_targets("pair", inputs(now=now), fresh_state)
-    assert [m.name for m in plan.models] == ["secondary"] and plan.retry_after_s is None
+    assert [m.name for m in plan.models] == ["secondary"]
+    assert plan.retry_after_s is None
 
     fresh_state.health.get("secondary").record(rate_limited, now)
     cooling = plan_targets("pair", inputs(now=now), fresh_state)
     assert cooling.models == []
-    assert cooling.retry_after_s is not None and 29 < cooling.retry_after_s <= 30  # the base beats 20 s
+    assert cooling.retry_after_s is not None
+    assert 29 < cooling.retry_after_s <= 30
 
 
 def test_a_session_s_target_is_kept_while_it_is_available(fresh_state: GatewayState) -> None:
     kept = plan_targets("sticky", inputs(session_targets={"sticky": "secondary"}), fresh_state)
     assert kept.models[0].name == "secondary"
-    assert kept.records[0].selection is not None and kept.records[0].selection.affinity == "honored"
+    assert kept.records[0].selection is not None
+    assert kept.records[0].selection.affinity == "honored"
 
 
 def test_a_session_stays_on_its_target_until_that_target_fails(

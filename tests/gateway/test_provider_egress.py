@@ -29,9 +29,10 @@ def provider_address(simulator: SimulatorServer, tmp_path_factory: pytest.TempPa
     ca = PrivateCA(tmp_path_factory.mktemp("egress-ca"))
     issued = ca.issue("provider", hosts=("provider.test",))
     sim_url = urlsplit(simulator.base_url)
-    with TLSForwarder(server_context(issued), (sim_url.hostname or "127.0.0.1", sim_url.port or 80)) as forwarder:
-        with ConnectProxy(hosts={"provider.test": "127.0.0.1"}) as proxy:
-            yield proxy, ca.cert, forwarder.port
+    upstream_address = (sim_url.hostname or "127.0.0.1", sim_url.port or 80)
+    with TLSForwarder(server_context(issued), upstream_address) as forwarder, \
+            ConnectProxy(hosts={"provider.test": "127.0.0.1"}) as proxy:
+        yield proxy, ca.cert, forwarder.port
 
 
 def table(port: int, **egress: str) -> RoutingTable:
@@ -60,11 +61,13 @@ def test_https_proxy_from_the_environment_reaches_it(sim: SimulatorServer, provi
     settings.HTTPS_PROXY, settings.HTTP_PROXY, settings.NO_PROXY = proxy.url, "", "localhost"
     monkeypatch.setattr(upstream, "egress", egress_module.Egress())  # a process started with that environment
     reply = run(answer(request(table(port, ca_bundle=str(ca_cert)), "gpt")))
-    assert reply.status == 200 and reply.json()["choices"][0]["message"]["content"]
+    assert reply.status == 200
+    assert reply.json()["choices"][0]["message"]["content"]
     assert proxy.tunnels[-1] == f"provider.test:{port}"
 
 
 def test_without_the_private_ca_the_provider_is_not_trusted(sim: SimulatorServer, provider_address: Any) -> None:
     proxy, _, port = provider_address
     reply = run(answer(request(table(port, proxy=proxy.url), "gpt")))
-    assert reply.status == 502 and reply.error["code"] == "connect_error"
+    assert reply.status == 502
+    assert reply.error["code"] == "connect_error"

@@ -32,8 +32,10 @@ def test_a_stream_is_relayed_to_its_end_and_its_usage_recorded(
     reply = run(answer(call))
 
     assert reply.status == 200
-    assert reply.headers["Content-Type"] == "text/event-stream" and reply.headers["Cache-Control"] == "no-cache"
-    assert reply.headers["X-GoModel-Target"] == "primary" and reply.headers["X-Request-Id"] == call.request_id
+    assert reply.headers["Content-Type"] == "text/event-stream"
+    assert reply.headers["Cache-Control"] == "no-cache"
+    assert reply.headers["X-GoModel-Target"] == "primary"
+    assert reply.headers["X-Request-Id"] == call.request_id
     assert reply.events[-1] == "[DONE]"
     chunks = [json.loads(event) for event in reply.events[:-1]]
     text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
@@ -41,13 +43,17 @@ def test_a_stream_is_relayed_to_its_end_and_its_usage_recorded(
     streamed_usage = chunks[-1]["usage"]
 
     [received] = sim.received("primary")
-    assert received["stream"] and received["outcome"] == "completed"
+    assert received["stream"]
+    assert received["outcome"] == "completed"
     [event] = audit_events
-    assert event["stream"] and event["status"] == 200 and event["output_text"] == text
+    assert event["stream"]
+    assert event["status"] == 200
+    assert event["output_text"] == text
     assert event["usage"]["input_tokens"] == received["usage"]["input_tokens"] == streamed_usage["prompt_tokens"]
     assert event["usage"]["output_tokens"] == received["usage"]["output_tokens"] == streamed_usage[
         "completion_tokens"]
-    assert event["cost_usd"] > 0 and event["ttfb_ms"] is not None
+    assert event["cost_usd"] > 0
+    assert event["ttfb_ms"] is not None
     assert attempts_of(event) == [("primary", "ok", "accepted", "accepted")]
 
 
@@ -55,7 +61,8 @@ def test_an_anthropic_client_gets_anthropic_events_from_an_openai_provider(
         sim: SimulatorServer, table: RoutingTable, audit_events: list[dict[str, Any]]) -> None:
     reply = run(answer(request(table, "primary", "hola", inbound="anthropic", stream=True)))
     kinds = [json.loads(event)["type"] for event in reply.events]
-    assert kinds[0] == "message_start" and kinds[-1] == "message_stop"
+    assert kinds[0] == "message_start"
+    assert kinds[-1] == "message_stop"
     assert "content_block_delta" in kinds
     received = sim.received("primary")[0]
     assert received["wire"] == "openai"
@@ -107,7 +114,8 @@ def test_a_streamed_answer_that_breaks_the_schema_is_recorded_as_rejected(
         sim: SimulatorServer, table: RoutingTable, audit_events: list[dict[str, Any]]) -> None:
     sim.set_fault("primary", {"kind": "schema_violation"})
     reply = run(answer(request(table, "primary", stream=True, response_format=SCHEMA_FORMAT)))
-    assert reply.status == 200 and reply.events[-1] == "[DONE]"  # already sent: only the record can say so
+    assert reply.status == 200
+    assert reply.events[-1] == "[DONE]"
     assert audit_events[0]["validation"] == "rejected:schema"
 
 

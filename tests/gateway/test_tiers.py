@@ -56,7 +56,8 @@ def test_the_session_pin_only_escalates(sim: SimulatorServer, table: RoutingTabl
     recorded = [(e["tier"]["tier"], e["tier"]["pin_before"], e["tier"]["escalated"], e["tier"]["pinned"])
                 for e in audit_events]
     assert recorded[1][:3] == ("hard", "easy", True)
-    assert recorded[2][:2] == ("hard", "hard") and recorded[2][3]
+    assert recorded[2][:2] == ("hard", "hard")
+    assert recorded[2][3]
     # Another session is not affected by this one's pin.
     assert tier(ask(table, "thanks!", session=uuid.uuid4().hex))[0] == "easy"
 
@@ -84,7 +85,8 @@ def test_smart_routing_off_uses_the_pin_or_the_easy_tier_without_classifying(
 
 def test_a_bad_tier_header_is_400_without_an_upstream_call(sim: SimulatorServer, table: RoutingTable) -> None:
     reply = run(answer(request(table, "normal", "x", headers={"X-GoModel-Tier": "medium"})))
-    assert reply.status == 400 and reply.error["param"] == "X-GoModel-Tier"
+    assert reply.status == 400
+    assert reply.error["param"] == "X-GoModel-Tier"
     assert sim.received() == []
 
 

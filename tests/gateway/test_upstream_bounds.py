@@ -207,7 +207,8 @@ def test_a_full_connection_pool_is_the_gateway_s_own_503_and_blames_no_provider(
             holding = asyncio.create_task(run_json_attempt(attempt_spec(table, stream=False)))
             await eventually(lambda: server.connections == 1, what="the first request's connection")
             reply = await answer(request(table, "pair"))
-            assert reply.status == 503 and reply.headers["Retry-After"] == "1"
+            assert reply.status == 503
+            assert reply.headers["Retry-After"] == "1"
             assert reply.error["code"] == "gateway_overloaded"
             holding.cancel()
             with pytest.raises(asyncio.CancelledError):
@@ -220,7 +221,9 @@ def test_a_full_connection_pool_is_the_gateway_s_own_503_and_blames_no_provider(
         ("first", "gateway_overloaded", "gave_up")]  # no retry, no fallback
     for name in ("first", "second"):
         health = state.health.get(name)
-        assert health.cooldown_until is None and health.consecutive_failures == 0 and health.in_flight == 0
+        assert health.cooldown_until is None
+        assert health.consecutive_failures == 0
+        assert health.in_flight == 0
 
 
 def test_a_trickling_stream_is_cut_at_the_request_deadline() -> None:

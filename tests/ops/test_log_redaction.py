@@ -78,5 +78,6 @@ def test_the_filter_scrubs_formatted_arguments_and_tracebacks() -> None:
         record.exc_info = sys.exc_info()
     assert RedactSecretsFilter().filter(record)
     assert AZURE_KEY not in record.getMessage()
-    assert record.exc_text is not None and AZURE_KEY not in record.exc_text
+    assert record.exc_text is not None
+    assert AZURE_KEY not in record.exc_text
     assert "RuntimeError" in record.exc_text

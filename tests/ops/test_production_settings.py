@@ -53,7 +53,8 @@ def test_an_empty_secret_key_file_is_no_secret_key(tmp_path: Path) -> None:
     empty = tmp_path / "secret_key"
     empty.write_text("\n")
     done = manage("check", env={"DJANGO_SECRET_KEY_FILE": str(empty)}, tmp_path=tmp_path)
-    assert done.returncode != 0 and "DJANGO_SECRET_KEY: not set" in done.stderr
+    assert done.returncode != 0
+    assert "DJANGO_SECRET_KEY: not set" in done.stderr
 
 
 @pytest.mark.parametrize("env", [{"GOMODEL_DEMO": "true"}, {"DJANGO_DEBUG": "true"},
@@ -110,7 +111,8 @@ def readme_production_environment(tmp_path: Path) -> dict[str, str]:
 
 def test_check_deploy_passes_for_the_readme_production_recipe(tmp_path: Path) -> None:
     env = readme_production_environment(tmp_path)
-    assert "DJANGO_SECRET_KEY" in env and "DATABASE_URL" in env
+    assert "DJANGO_SECRET_KEY" in env
+    assert "DATABASE_URL" in env
     done = check_deploy(env, tmp_path)  # the recipe's database is not contacted: no check needs it
     assert done.returncode == 0, done.stdout + done.stderr
     assert "System check identified no issues" in done.stdout
@@ -146,4 +148,5 @@ def test_https_redirects_the_admin_but_never_the_api_or_the_probes(tmp_path: Pat
         assert page.status_code == 200
         assert page.headers["strict-transport-security"] == "max-age=31536000; includeSubDomains; preload"
         cookie = page.headers["set-cookie"]
-        assert "csrftoken=" in cookie and "Secure" in cookie
+        assert "csrftoken=" in cookie
+        assert "Secure" in cookie

@@ -56,7 +56,8 @@ def test_a_stop_signal_makes_readiness_fail_and_still_reaches_the_servers_handle
 
     status, body = asyncio.run(scenario())
     assert servers_handler_got == [signum]  # the server's own graceful stop goes ahead
-    assert status == 503 and body["status"] == "draining"
+    assert status == 503
+    assert body["status"] == "draining"
 
 
 @pytest.mark.django_db
@@ -97,7 +98,8 @@ def test_a_request_that_ends_within_the_grace_is_left_alone() -> None:
         await asyncio.sleep(0)
         drain.begin(grace=5)
         await asyncio.wait_for(request, 10)
-        assert not request.cancelled() and request.exception() is None
+        assert not request.cancelled()
+        assert request.exception() is None
         drain.end()
 
     asyncio.run(scenario())
@@ -128,7 +130,8 @@ def test_a_worker_without_the_lifespan_protocol_says_so_loudly(caplog: pytest.Lo
     asyncio.run(tracked({}, None, None))
     asyncio.run(tracked({}, None, None))
     errors = [r for r in caplog.records if "NO ASGI LIFESPAN" in r.getMessage()]
-    assert len(errors) == 1 and errors[0].levelname == "ERROR"
+    assert len(errors) == 1
+    assert errors[0].levelname == "ERROR"
 
 
 @pytest.mark.django_db(transaction=True)
@@ -156,7 +159,8 @@ def test_a_stop_signal_that_arrives_during_start_up_reaches_the_server_once_it_h
     asyncio.run(lifespan_startup())
     publisher.shutdown()
     assert masters_handler_got == []
-    assert servers_handler_got == [signal.SIGTERM] and drain.draining
+    assert servers_handler_got == [signal.SIGTERM]
+    assert drain.draining
 
 
 def test_a_process_with_the_default_handlers_keeps_them_while_starting() -> None:

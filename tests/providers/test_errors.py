@@ -54,15 +54,15 @@ def test_the_sdks_read_the_envelopes(inbound: str) -> None:
 
     with httpx2.Client(transport=httpx2.MockTransport(handler)) as http:
         if inbound == "openai":
-            with openai.OpenAI(api_key="k", base_url="http://gw.test/v1", http_client=http, max_retries=0) as oa:
-                with pytest.raises(openai.PermissionDeniedError) as raised:
+            with openai.OpenAI(api_key="k", base_url="http://gw.test/v1", http_client=http, max_retries=0) as oa, \
+                    pytest.raises(openai.PermissionDeniedError) as raised:
                     oa.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
             assert raised.value.message.endswith("model not allowed for this key")
             assert raised.value.type == "permission_error"
             assert raised.value.body == body["error"]
         else:
-            with anthropic.Anthropic(api_key="k", base_url="http://gw.test", http_client=http, max_retries=0) as an:
-                with pytest.raises(anthropic.PermissionDeniedError) as raised_an:
+            with anthropic.Anthropic(api_key="k", base_url="http://gw.test", http_client=http, max_retries=0) as an, \
+                    pytest.raises(anthropic.PermissionDeniedError) as raised_an:
                     an.messages.create(model="m", max_tokens=5, messages=[{"role": "user", "content": "x"}])
             assert raised_an.value.body == body
 
@@ -95,4 +95,5 @@ def test_it_reads_provider_error_bodies(kind: str, status: int, body: object, me
 
 def test_it_reads_a_non_json_error_body_as_text() -> None:
     error = get_adapter("openai").parse_error(status=502, data=b"<html>" + b"x" * 1000)
-    assert error.message.startswith("<html>") and len(error.message) == 500
+    assert error.message.startswith("<html>")
+    assert len(error.message) == 500

@@ -72,9 +72,11 @@ def test_every_provider_answers_every_client_shape(kind: str, inbound: str) -> N
         completion = openai.types.chat.ChatCompletion.model_validate(body)
         message = completion.choices[0].message
         assert (message.content, completion.choices[0].finish_reason) == ("Hi", "tool_calls")
-        assert message.tool_calls is not None and message.tool_calls[0].function.name == "w"
+        assert message.tool_calls is not None
+        assert message.tool_calls[0].function.name == "w"
         assert body["choices"][0]["message"]["reasoning_content"] == "hmm"
-        assert completion.usage is not None and completion.usage.prompt_tokens == 1200
+        assert completion.usage is not None
+        assert completion.usage.prompt_tokens == 1200
         assert completion.usage.prompt_tokens_details is not None
         assert completion.usage.prompt_tokens_details.cached_tokens == 1024
     else:

@@ -79,7 +79,8 @@ def test_an_upstream_error_event_stops_the_stream_and_is_not_forwarded(
     assert not translator.complete
     text = b"".join(frames)
     assert b"error" not in text.replace(b"error_", b"")
-    assert b"[DONE]" not in text and b"message_stop" not in text
+    assert b"[DONE]" not in text
+    assert b"message_stop" not in text
 
 
 @pytest.mark.parametrize(("inbound", "kind"), [("openai", "anthropic"), ("anthropic", "openai")])

@@ -88,9 +88,9 @@ def test_the_openai_sdk_reads_the_stream_from_every_provider(kind: str) -> None:
 def test_the_anthropic_sdk_accumulates_the_stream_from_every_provider(kind: str) -> None:
     body, translator = client_stream(kind, "anthropic")
     answer, usage = translator.answer, translator.usage  # type: ignore[attr-defined]
-    with anthropic_client(body) as client:
-        with client.messages.stream(model="pub", max_tokens=100, messages=[{"role": "user", "content": "hi"}]) as s:
-            message = s.get_final_message()
+    with anthropic_client(body) as client, \
+            client.messages.stream(model="pub", max_tokens=100, messages=[{"role": "user", "content": "hi"}]) as s:
+        message = s.get_final_message()
     assert message.model == "pub"
     texts = "".join(b.text for b in message.content if b.type == "text")
     thinking = "".join(b.thinking for b in message.content if b.type == "thinking")
@@ -124,8 +124,7 @@ def test_the_anthropic_sdk_raises_on_the_error_frames() -> None:
                                                          client_wants_usage=True)
     cut = GEMINI_STREAM.index(b"\r\n\r\n") + 4
     body = b"".join(translator.feed(GEMINI_STREAM[:cut]) + translator.error_frames("overloaded_error", "busy"))
-    with anthropic_client(body) as client:
-        with pytest.raises(anthropic.APIStatusError) as raised:
-            with client.messages.stream(model="pub", max_tokens=10, messages=[{"role": "user", "content": "x"}]) as s:
-                s.get_final_message()
+    with anthropic_client(body) as client, pytest.raises(anthropic.APIStatusError) as raised, \
+            client.messages.stream(model="pub", max_tokens=10, messages=[{"role": "user", "content": "x"}]) as s:
+        s.get_final_message()
     assert raised.value.body == {"type": "error", "error": {"type": "overloaded_error", "message": "busy"}}

@@ -38,10 +38,12 @@ def login(client: Client, password: str, *, user: str = "operator", peer: str = 
 def test_it_locks_a_user_and_address_out_after_the_documented_number_of_failures(client: Client) -> None:
     for _ in range(LIMIT - 1):
         refused = login(client, "wrong")
-        assert refused.status_code == 200 and "Please enter the correct username and password" in refused.text
+        assert refused.status_code == 200
+        assert "Please enter the correct username and password" in refused.text
     locked = login(client, "wrong")
     assert locked.status_code == 429
-    assert "Too many failed logins" in locked.text and "15 minutes" in locked.text
+    assert "Too many failed logins" in locked.text
+    assert "15 minutes" in locked.text
     assert locked["Retry-After"] == "900"
     # Locked means locked: the right password changes nothing until the lockout ends.
     assert login(client, PASSWORD).status_code == 429
@@ -54,7 +56,8 @@ def test_it_records_every_failed_login(client: Client) -> None:
     failures = AccessFailureLog.objects.order_by("attempt_time")
     assert [(f.username, f.ip_address) for f in failures] == [("operator", "127.0.0.1"), ("nobody", "127.0.0.1")]
     attempt = AccessAttempt.objects.get(username="operator")
-    assert attempt.failures_since_start == 1 and attempt.ip_address == "127.0.0.1"
+    assert attempt.failures_since_start == 1
+    assert attempt.ip_address == "127.0.0.1"
 
 
 def test_it_starts_counting_again_after_a_successful_login(client: Client) -> None:
@@ -134,4 +137,6 @@ def test_it_takes_the_limit_and_the_lockout_from_the_environment() -> None:
                                              ("GOMODEL_TRUSTED_PROXIES", "-1")])
 def test_it_stops_start_up_on_a_bad_value_naming_the_variable(name: str, value: str) -> None:
     done = manage_settings({name: value})
-    assert done.returncode != 0 and f"{name}:" in done.stderr and "Traceback" not in done.stderr
+    assert done.returncode != 0
+    assert f"{name}:" in done.stderr
+    assert "Traceback" not in done.stderr

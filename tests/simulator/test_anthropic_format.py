@@ -26,15 +26,18 @@ def post(client: httpx.Client, body: dict[str, object]) -> httpx.Response:
 def test_it_answers_a_message(client: httpx.Client) -> None:
     message = post(client, anthropic_body("Hello Claude")).json()
 
-    assert message["type"] == "message" and message["role"] == "assistant"
+    assert message["type"] == "message"
+    assert message["role"] == "assistant"
     assert message["id"].startswith("msg_")
     assert message["model"] == "claude-test"
     assert message["content"] == [{"type": "text", "text": "Simulated answer 1 from claude-test: Hello Claude"}]
-    assert message["stop_reason"] == "end_turn" and message["stop_sequence"] is None
+    assert message["stop_reason"] == "end_turn"
+    assert message["stop_sequence"] is None
     usage = message["usage"]
     assert usage["input_tokens"] == (len("Hello Claude") + 3) // 4 + 3
     assert usage["output_tokens"] == (len(message["content"][0]["text"]) + 3) // 4
-    assert usage["cache_read_input_tokens"] == 0 and usage["cache_creation_input_tokens"] == 0
+    assert usage["cache_read_input_tokens"] == 0
+    assert usage["cache_creation_input_tokens"] == 0
 
 
 def test_it_streams_anthropics_event_sequence(client: httpx.Client) -> None:
@@ -49,7 +52,8 @@ def test_it_streams_anthropics_event_sequence(client: httpx.Client) -> None:
     text = "".join(p["delta"]["text"] for p in payloads if p["type"] == "content_block_delta")
     assert text == "Simulated answer 1 from claude-test: Hello Claude"
     start_usage = payloads[0]["message"]["usage"]
-    assert start_usage["input_tokens"] > 0 and "cache_read_input_tokens" in start_usage
+    assert start_usage["input_tokens"] > 0
+    assert "cache_read_input_tokens" in start_usage
     assert payloads[-2]["delta"] == {"stop_reason": "end_turn", "stop_sequence": None}
     assert payloads[-2]["usage"]["output_tokens"] == (len(text) + 3) // 4
 
@@ -123,7 +127,8 @@ def test_it_reports_cache_writes_then_reads_for_cache_control(client: httpx.Clie
     first = post(client, body("first")).json()["usage"]
     second = post(client, body("second")).json()["usage"]
 
-    assert first["cache_creation_input_tokens"] > 1024 and first["cache_read_input_tokens"] == 0
+    assert first["cache_creation_input_tokens"] > 1024
+    assert first["cache_read_input_tokens"] == 0
     assert second["cache_read_input_tokens"] == first["cache_creation_input_tokens"]
     assert second["cache_creation_input_tokens"] == 0
     assert second["input_tokens"] < 20  # only the part after the cached prefix
@@ -154,7 +159,9 @@ def test_it_uses_a_tool_with_valid_input(client: httpx.Client) -> None:
 
     assert message["stop_reason"] == "tool_use"
     block = message["content"][0]
-    assert block["type"] == "tool_use" and block["id"].startswith("toolu_") and block["name"] == "get_weather"
+    assert block["type"] == "tool_use"
+    assert block["id"].startswith("toolu_")
+    assert block["name"] == "get_weather"
     jsonschema.validate(block["input"], WEATHER_TOOL_SCHEMA)
 
 
@@ -196,7 +203,8 @@ def test_it_streams_tool_input_as_partial_json(client: httpx.Client) -> None:
     payloads = [json.loads(data) for _, data in events]
 
     start = next(p for p in payloads if p["type"] == "content_block_start")
-    assert start["content_block"]["type"] == "tool_use" and start["content_block"]["input"] == {}
+    assert start["content_block"]["type"] == "tool_use"
+    assert start["content_block"]["input"] == {}
     partial = "".join(p["delta"]["partial_json"] for p in payloads if p["type"] == "content_block_delta")
     jsonschema.validate(json.loads(partial), WEATHER_TOOL_SCHEMA)
     assert payloads[-2]["delta"]["stop_reason"] == "tool_use"
@@ -207,7 +215,9 @@ def test_it_thinks_before_answering_when_thinking_is_enabled(client: httpx.Clien
     message = post(client, body).json()
 
     thinking, text = message["content"]
-    assert thinking["type"] == "thinking" and thinking["thinking"] and thinking["signature"]
+    assert thinking["type"] == "thinking"
+    assert thinking["thinking"]
+    assert thinking["signature"]
     assert text["type"] == "text"
     assert message["usage"]["output_tokens"] == (len(text["text"]) + 3) // 4 + (len(thinking["thinking"]) + 3) // 4
 

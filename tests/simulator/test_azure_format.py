@@ -31,7 +31,9 @@ def test_it_opens_a_stream_with_the_prompt_filter_chunk(client: httpx.Client) ->
     response = client.post(PATH, json=chat(stream=True, stream_options={"include_usage": True}), headers=AZURE_HEADERS)
     chunks = sse_json(response.text)
 
-    assert chunks[0]["choices"] == [] and chunks[0]["id"] == "" and "prompt_filter_results" in chunks[0]
+    assert chunks[0]["choices"] == []
+    assert chunks[0]["id"] == ""
+    assert "prompt_filter_results" in chunks[0]
     assert openai_stream_text(chunks[1:]) == "Simulated answer 1 from prod-gpt: Hello there"
     assert chunks[-1]["usage"]["total_tokens"] > 0
 
@@ -70,7 +72,8 @@ def test_it_keys_faults_by_deployment(sim: SimulatorServer, client: httpx.Client
     assert limited.headers["retry-after"] == "6"
     assert limited.json()["error"]["code"] == "429"
     assert "Please retry after 6 seconds" in limited.json()["error"]["message"]
-    assert other.status_code == 200 and recovered.status_code == 200
+    assert other.status_code == 200
+    assert recovered.status_code == 200
 
 
 def test_the_openai_sdks_azure_client_reads_a_completion_and_a_stream(sim: SimulatorServer) -> None:

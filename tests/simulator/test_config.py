@@ -33,8 +33,10 @@ def test_it_reads_a_yaml_file_with_defaults_models_and_faults(tmp_path: Path) ->
 
     model = config.models["gpt-4o-mini"]
     assert (config.seed, config.strict_models, config.record_limit) == (5, True, 50)
-    assert model.latency_ms == 20 and model.chunk_count == 3  # inherited from the defaults
-    assert model.ttfb_ms == 5 and model.api_keys == ("sk-a", "sk-b")
+    assert model.latency_ms == 20
+    assert model.chunk_count == 3
+    assert model.ttfb_ms == 5
+    assert model.api_keys == ("sk-a", "sk-b")
     assert config.faults["gpt-4o-mini"][0].kind == "rate_limit"
     assert config.faults["/v1/messages"][0].param("status") == 529
     assert config.behaviour_for("unlisted") is None  # strict

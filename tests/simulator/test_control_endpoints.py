@@ -80,7 +80,8 @@ def test_it_counts_requests_per_model(sim: SimulatorServer, client: httpx.Client
     stats = client.get("/_sim/stats").json()
 
     model = stats["models"]["gpt-test"]
-    assert stats["requests_total"] == 3 and stats["in_flight"] == 0
+    assert stats["requests_total"] == 3
+    assert stats["in_flight"] == 0
     assert model["requests"] == 3
     assert model["statuses"] == {"429": 1, "200": 2}
     assert model["faults"] == {"rate_limit": 1}

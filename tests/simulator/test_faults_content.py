@@ -41,7 +41,8 @@ def test_truncate_cuts_the_answer_and_reports_the_length_finish(sim: SimulatorSe
 
     assert full["finish"] == NATURAL[wire]
     assert cut["finish"] == LENGTH[wire]
-    assert cut["text"] and len(cut["text"]) < len(full["text"])
+    assert cut["text"]
+    assert len(cut["text"]) < len(full["text"])
     assert cut["text"] == full["text"].replace("answer 1", "answer 2")[: len(cut["text"])]
 
 
@@ -110,7 +111,8 @@ def test_empty_answers_200_with_no_content(sim: SimulatorServer, client: httpx.C
 
     empty = answer(client, wire, "m", stream=stream)
 
-    assert empty["text"] == "" and empty["tools"] == []
+    assert empty["text"] == ""
+    assert empty["tools"] == []
     assert empty["finish"] == NATURAL[wire]
     sim.wait_until_idle()
     assert sim.received("m")[-1]["usage"]["output_tokens"] == 0

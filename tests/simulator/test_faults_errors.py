@@ -51,7 +51,8 @@ def test_it_rate_limits_without_retry_after_when_told(sim: SimulatorServer, clie
     response = send(client, "openai", "m")
 
     assert response.status_code == 429
-    assert "retry-after" not in response.headers and "retry-after-ms" not in response.headers
+    assert "retry-after" not in response.headers
+    assert "retry-after-ms" not in response.headers
     assert response.json()["error"]["code"] == "rate_limit_exceeded"
 
 
@@ -120,9 +121,11 @@ def test_openai_names_the_model_and_the_key_in_its_errors(sim: SimulatorServer, 
     refused = client.post("/v1/chat/completions", json=request_for("openai", "k")[2],
                           headers={"authorization": "Bearer sk-proj-abcdefghijklmnop"}).json()["error"]
 
-    assert missing["code"] == "model_not_found" and "`m`" in missing["message"]
+    assert missing["code"] == "model_not_found"
+    assert "`m`" in missing["message"]
     assert refused["code"] == "invalid_api_key"
-    assert "sk-" + "*" * 17 + "mnop" in refused["message"] and "abcdefghijklmnop" not in refused["message"]
+    assert "sk-" + "*" * 17 + "mnop" in refused["message"]
+    assert "abcdefghijklmnop" not in refused["message"]
 
 
 def test_a_status_fault_can_carry_its_own_message_and_retry_after(sim: SimulatorServer, client: httpx.Client) -> None:

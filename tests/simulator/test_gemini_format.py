@@ -42,7 +42,8 @@ def test_it_streams_a_json_array_without_alt_sse(client: httpx.Client) -> None:
     response = client.post(gemini_path(stream=True, sse=False), json=gemini_body(), headers=GEMINI_HEADERS)
 
     pieces = json.loads(response.text)
-    assert isinstance(pieces, list) and len(pieces) == 5
+    assert isinstance(pieces, list)
+    assert len(pieces) == 5
     assert pieces[-1]["candidates"][0]["finishReason"] == "STOP"
 
 
@@ -99,7 +100,8 @@ def test_it_reports_thoughts_when_thinking_is_configured(client: httpx.Client) -
     answer = client.post(gemini_path(), json=gemini_body(generationConfig=config), headers=GEMINI_HEADERS).json()
 
     thought, text = answer["candidates"][0]["content"]["parts"]
-    assert thought["thought"] is True and text["text"].startswith("Simulated answer")
+    assert thought["thought"] is True
+    assert text["text"].startswith("Simulated answer")
     usage = answer["usageMetadata"]
     assert usage["thoughtsTokenCount"] == (len(thought["text"]) + 3) // 4
     assert usage["totalTokenCount"] == usage["promptTokenCount"] + usage["candidatesTokenCount"] + \
@@ -137,5 +139,6 @@ def test_it_streams_thoughts_before_the_answer(client: httpx.Client) -> None:
     parts = [part for event in sse_json(response.text) for part in event["candidates"][0]["content"]["parts"]]
     thoughts = [part for part in parts if part.get("thought")]
     answer = "".join(part["text"] for part in parts if not part.get("thought"))
-    assert thoughts and parts[: len(thoughts)] == thoughts
+    assert thoughts
+    assert parts[: len(thoughts)] == thoughts
     assert answer == "Simulated answer 1 from gemini-test: Why?"

@@ -98,9 +98,9 @@ def test_a_model_with_a_fixed_reply_always_says_it(client: httpx.Client) -> None
 
 
 def test_reply_tokens_pads_the_answer_to_a_length() -> None:
-    with SimulatorServer({"models": {"long": {"reply_tokens": 500}}}) as sim:
-        with httpx.Client(base_url=sim.base_url) as http:
-            answer = send(http, "openai", "long").json()
+    with SimulatorServer({"models": {"long": {"reply_tokens": 500}}}) as sim, \
+            httpx.Client(base_url=sim.base_url) as http:
+        answer = send(http, "openai", "long").json()
 
     assert len(answer["choices"][0]["message"]["content"]) == 2000
     assert answer["usage"]["completion_tokens"] == 500

@@ -61,7 +61,8 @@ def test_it_streams_chunks_then_usage_then_done(client: httpx.Client) -> None:
     assert openai_stream_text(chunks) == "Simulated answer 1 from gpt-test: Stream this please"
     assert len([c for c in chunks if c["choices"] and c["choices"][0]["delta"].get("content")]) == 4
     finish = [c["choices"][0]["finish_reason"] for c in chunks if c["choices"]]
-    assert finish[-1] == "stop" and set(finish[:-1]) == {None}
+    assert finish[-1] == "stop"
+    assert set(finish[:-1]) == {None}
     assert all("usage" in c and c["usage"] is None for c in chunks[:-1])
     assert chunks[-1]["choices"] == []
     assert chunks[-1]["usage"]["completion_tokens"] > 0
@@ -199,7 +200,8 @@ def test_it_calls_the_first_declared_tool_with_valid_arguments(client: httpx.Cli
     assert choice["finish_reason"] == "tool_calls"
     assert choice["message"]["content"] is None
     call = choice["message"]["tool_calls"][0]
-    assert call["type"] == "function" and call["id"].startswith("call_")
+    assert call["type"] == "function"
+    assert call["id"].startswith("call_")
     assert call["function"]["name"] == "get_weather"
     jsonschema.validate(json.loads(call["function"]["arguments"]), WEATHER_TOOL_SCHEMA)
 
@@ -271,7 +273,8 @@ def test_the_openai_sdk_reads_a_completion(sim: SimulatorServer) -> None:
     completion = sdk(sim).chat.completions.create(model="gpt-test", messages=[{"role": "user", "content": "Hi"}])
 
     assert completion.choices[0].message.content == "Simulated answer 1 from gpt-test: Hi"
-    assert completion.usage is not None and completion.usage.prompt_tokens == 4
+    assert completion.usage is not None
+    assert completion.usage.prompt_tokens == 4
 
 
 def test_the_openai_sdk_reads_a_stream_with_usage(sim: SimulatorServer) -> None:
@@ -283,7 +286,8 @@ def test_the_openai_sdk_reads_a_stream_with_usage(sim: SimulatorServer) -> None:
 
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text == "Simulated answer 1 from gpt-test: Hi"
-    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == (len(text) + 3) // 4
+    assert chunks[-1].usage is not None
+    assert chunks[-1].usage.completion_tokens == (len(text) + 3) // 4
 
 
 def test_the_openai_sdk_reads_a_tool_call(sim: SimulatorServer) -> None:

@@ -33,7 +33,8 @@ def test_a_simulator_process_serves_and_is_controlled_over_http() -> None:
     assert [r["status"] for r in records] == [429, 200]
     assert stats["models"]["gpt-proc"]["requests"] == 2
     assert after_reset == []
-    assert sim.poll() is not None and pid > 0
+    assert sim.poll() is not None
+    assert pid > 0
 
 
 def test_it_refuses_a_bad_configuration_before_starting_a_process() -> None:

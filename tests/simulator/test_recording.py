@@ -25,7 +25,8 @@ def test_it_masks_every_key_and_keeps_a_fingerprint(sim: SimulatorServer, client
     assert gemini_record["query"] == "key=%2A%2A%2A&alt=json"
     assert gemini_record["auth"]["fingerprint"] == key_fingerprint("gm-secret-two")
     recorded = repr(sim.received())
-    assert "sk-secret-one" not in recorded and "gm-secret-two" not in recorded
+    assert "sk-secret-one" not in recorded
+    assert "gm-secret-two" not in recorded
 
 
 def test_it_tells_which_configured_key_was_used(sim: SimulatorServer, client: httpx.Client) -> None:
@@ -35,8 +36,10 @@ def test_it_tells_which_configured_key_was_used(sim: SimulatorServer, client: ht
 
     second, wrong = sim.received("locked")
 
-    assert second["auth"]["key_index"] == 1 and second["status"] == 200
-    assert wrong["auth"]["key_index"] is None and wrong["status"] == 401
+    assert second["auth"]["key_index"] == 1
+    assert second["status"] == 200
+    assert wrong["auth"]["key_index"] is None
+    assert wrong["status"] == 401
     assert wrong["error"] == "invalid_key"
 
 
@@ -50,12 +53,16 @@ def test_it_records_the_body_usage_cost_and_outcome(sim: SimulatorServer, client
     assert record["body"] == body
     assert record["headers"]["x-custom"] == "kept"
     assert (record["method"], record["path"], record["wire"]) == ("POST", "/v1/chat/completions", "openai")
-    assert record["stream"] is True and record["status"] == 200 and record["outcome"] == "completed"
-    assert record["fault"] is None and record["finish"] == "stop"
+    assert record["stream"] is True
+    assert record["status"] == 200
+    assert record["outcome"] == "completed"
+    assert record["fault"] is None
+    assert record["finish"] == "stop"
     usage = record["usage"]
     expected_cost = (usage["input_tokens"] * 1.0 + usage["output_tokens"] * 2.0) / 1_000_000
     assert record["cost_usd"] == pytest.approx(expected_cost)
-    assert record["chunks_sent"] == 4 and record["duration_ms"] >= 0
+    assert record["chunks_sent"] == 4
+    assert record["duration_ms"] >= 0
     assert abs(record["time"] - time.time()) < 60
 
 
@@ -65,8 +72,10 @@ def test_it_records_a_body_that_is_not_json_as_text(sim: SimulatorServer, client
 
     record = sim.received()[0]
 
-    assert record["body"] is None and record["body_text"] == "{broken"
-    assert record["status"] == 400 and record["error"] == "invalid_json"
+    assert record["body"] is None
+    assert record["body_text"] == "{broken"
+    assert record["status"] == 400
+    assert record["error"] == "invalid_json"
 
 
 def test_it_records_a_client_that_leaves_mid_stream() -> None:
@@ -99,7 +108,8 @@ def test_a_held_request_is_visible_while_it_waits(sim: SimulatorServer) -> None:
     pending = sim.received("m")[0]
     holder.join()
 
-    assert pending["outcome"] == "pending" and pending["fault"] == "timeout"
+    assert pending["outcome"] == "pending"
+    assert pending["fault"] == "timeout"
     assert sim.stats()["in_flight"] in (0, 1)
 
 
@@ -112,4 +122,5 @@ def test_it_keeps_only_the_newest_records_up_to_the_limit() -> None:
         stats = sim.stats()
 
     assert [r["seq"] for r in records] == [4, 5, 6, 7, 8]
-    assert stats["requests_total"] == 8 and stats["models"]["m"]["requests"] == 8
+    assert stats["requests_total"] == 8
+    assert stats["models"]["m"]["requests"] == 8

@@ -46,7 +46,8 @@ def test_stopping_drops_held_requests_at_once_without_error_logs(caplog: pytest.
     for caller in callers:
         caller.join(5)
 
-    assert len(failures) == 2 and all(isinstance(f, httpx.RemoteProtocolError) for f in failures)
+    assert len(failures) == 2
+    assert all(isinstance(f, httpx.RemoteProtocolError) for f in failures)
     # Ended by the stop, not by the 60 s hold or the 10 s stream running out.
     assert [r["outcome"] for r in sim.received()] == ["shutdown", "shutdown"]
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]

@@ -140,7 +140,8 @@ class Connection(asyncio.Protocol):
 
     def on_headers_complete(self) -> None:
         parser = self._parser
-        assert parser is not None
+        if parser is None:
+            raise RuntimeError("headers arrived before a request was started")
         status = parser.get_status_code()
         if status < 200:
             self._headers = []  # an interim 1xx answer: the real one follows on the same exchange
@@ -182,7 +183,8 @@ class Connection(asyncio.Protocol):
 
     def start(self, request: bytes) -> None:
         """Write a whole request; the response is read through ``wait``."""
-        assert self.transport is not None
+        if self.transport is None:
+            raise RuntimeError("start() before the connection is made")
         self._parser = httptools.HttpResponseParser(self)
         self._failure = None
         self.response = None

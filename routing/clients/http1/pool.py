@@ -164,7 +164,8 @@ class Pool:
                 connection.start(head + body)
             else:
                 connection.start(head)
-                assert connection.transport is not None
+                if connection.transport is None:
+                    raise RuntimeError("a started connection has a transport")
                 connection.transport.write(body)
             await connection.drained(deadline - loop.time())
             while connection.response is None:

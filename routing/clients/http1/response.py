@@ -126,7 +126,8 @@ class UpstreamResponse:
 
     def _decode(self, data: bytes) -> bytes:
         decoder = self._decoder
-        assert decoder is not None
+        if decoder is None:
+            raise RuntimeError("_decode() without a content decoder")
         limit = self.connection.pool.max_decoded_bytes
         try:
             # At most one byte past the cap comes out, however much the input would inflate to.
@@ -141,7 +142,8 @@ class UpstreamResponse:
         return out
 
     def _check_encoding_ended(self) -> None:
-        assert self._decoder is not None
+        if self._decoder is None:
+            raise RuntimeError("_check_encoding_ended() without a content decoder")
         if self._decoder.eof:
             return
         if self.until_close:  # the connection's end was the body's end: it was cut

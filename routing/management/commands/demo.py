@@ -58,11 +58,11 @@ class Command(BaseCommand):
         root = Path(settings.BASE_DIR)
         # No key needed: the gateway serves clients on this machine without one (and says so in its log).
         env = dict(os.environ, PYTHONUNBUFFERED="1", GOMODEL_AUTH="open")
-        simulator = subprocess.Popen(
+        simulator = subprocess.Popen(  # noqa: S603 - this interpreter, fixed arguments
             [sys.executable, "-m", "routing.simulator", "--host", "127.0.0.1", "--port", str(SIMULATOR_PORT)],
             cwd=root, env=env,
         )
-        gateway = subprocess.Popen(
+        gateway = subprocess.Popen(  # noqa: S603 - this interpreter, fixed arguments
             [sys.executable, "-m", "uvicorn", "gomodel_site.asgi:application", "--host", "127.0.0.1",
              "--port", str(port), "--log-level", "warning", "--no-access-log"],
             cwd=root, env=env,

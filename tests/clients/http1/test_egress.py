@@ -6,6 +6,7 @@ packets. Each scenario runs under both event loops the gateway runs on (asyncio'
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import ssl
 import subprocess
@@ -44,7 +45,7 @@ def run(request: pytest.FixtureRequest) -> Iterator[Callable[[Callable[[], Await
         else:
             asyncio.run(scenario())
 
-    yield runner
+    return runner
 
 
 class TLSServer(Server):
@@ -65,10 +66,8 @@ class TLSServer(Server):
         self.alpn.append(tls.selected_alpn_protocol())
         peer = tls.getpeercert()
         self.client_names.append(dict(item[0] for item in peer["subject"])["commonName"] if peer else None)
-        try:
+        with contextlib.suppress(ssl.SSLError):
             await super()._serve(reader, writer)
-        except ssl.SSLError:
-            pass
 
 
 async def answer_ok(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -105,11 +104,13 @@ def test_a_provider_requiring_a_client_certificate_gets_the_configured_one(
         async with TLSServer(answer_ok, server_context(provider_cert, client_ca=ca.cert)) as server:
             url = f"https://localhost:{server.port}/v1/x"
             pool = make_pool()
+            async def without_a_client_certificate() -> None:
+                response = await pool.request("POST", url, {}, b"", timeout=5, connect_timeout=2, route=trusting(ca))
+                await response.aread()
+
             try:
                 with pytest.raises(TransportFailure):  # refused in the handshake, or at the first read (TLS 1.3)
-                    response = await pool.request("POST", url, {}, b"", timeout=5, connect_timeout=2,
-                                                  route=trusting(ca))
-                    await response.aread()
+                    await without_a_client_certificate()
                 route = trusting(ca, client_cert=str(client.cert), client_key=str(client.key))
                 response = await pool.request("POST", url, {}, b"", timeout=5, connect_timeout=2, route=route)
                 assert await response.aread() == b"ok"
@@ -194,8 +195,10 @@ def test_a_proxy_refusing_the_tunnel_is_a_connect_failure_naming_the_proxy_and_n
                                        route=route)
                 assert failure.value.kind == "connect"
                 message = str(failure.value)
-                assert f"127.0.0.1:{proxy.port}" in message and "403 Forbidden" in message
-                assert "s3cret" not in message and "egress" not in message
+                assert f"127.0.0.1:{proxy.port}" in message
+                assert "403 Forbidden" in message
+                assert "s3cret" not in message
+                assert "egress" not in message
                 assert pool.open_connections == 0
             finally:
                 pool.close()

@@ -42,7 +42,8 @@ def test_it_keeps_a_chunked_trailer_out_of_this_response_and_the_next() -> None:
         first = await post(pool, url)
         assert await first.aread() == b"ok"
         second = await post(pool, url)  # the same connection
-        assert "content-encoding" not in second.header_dict() and "x-trailer" not in second.header_dict()
+        assert "content-encoding" not in second.header_dict()
+        assert "x-trailer" not in second.header_dict()
         assert await second.aread() == b"plain"
         assert "x-trailer" not in first.header_dict()
 
@@ -153,9 +154,12 @@ def test_it_refuses_a_body_past_the_response_cap() -> None:
         await writer.drain()
 
     async def scenario(url: str, pool: Pool) -> None:
-        with pytest.raises(TransportFailure, match="exceeds 100000 bytes") as failure:
+        async def post_and_read() -> None:
             response = await post(pool, url)  # the head and the first of the body may come in one read
             await response.aread()
+
+        with pytest.raises(TransportFailure, match="exceeds 100000 bytes") as failure:
+            await post_and_read()
         assert failure.value.kind == "protocol"
         await eventually(lambda: pool.open_connections == 0, what="the connection's close")
 
