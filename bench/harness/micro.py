@@ -19,6 +19,7 @@ BENCH_DIR = Path(__file__).resolve().parents[1]
 ARGUMENTS: dict[str, tuple[list[str], list[str]]] = {
     "micro_selector.py": (["--check"], ["--check", "--repeat", "50"]),
     "micro_publisher.py": ([], ["--events", "20000"]),
+    "micro_stream.py": ([], ["--repeat", "5", "--number", "100"]),
 }
 
 # (name, pattern, budget in microseconds or None): the first group of the pattern is the figure.
@@ -36,6 +37,12 @@ FIGURES: dict[str, list[tuple[str, str, float | None]]] = {
     "micro_publisher.py": [
         ("publish() p50, us", r"p50 ([\d.]+) us", None),
         ("publish() p99, us", r"p99 ([\d.]+) us", 50.0),
+    ],
+    "micro_stream.py": [
+        ("pass-through stream, us", r"^pass-through stream: ([\d.]+) us per stream", None),
+        ("pass-through stream over json, us", r"^pass-through stream: .* ([+-][\d.]+) us over json", 150.0),
+        ("translated stream, us", r"^translated stream: ([\d.]+) us per stream", None),
+        ("translated stream over json, us", r"^translated stream: .* ([+-][\d.]+) us over json", 150.0),
     ],
 }
 

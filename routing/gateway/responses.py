@@ -157,14 +157,18 @@ async def stream_response(
         outcome: AttemptOutcome | None = None
         try:
             yield b""  # taken by stream_response: the clean-up below is armed from here on
-            for frame in live.first_frames:
-                yield remember(frame)
+            # The frames of one upstream read go out as one piece: one send to the client per read rather
+            # than one per event (an instant provider's whole answer often arrives in a single read).
+            yield remember(b"".join(live.first_frames))
             try:
+                feed = translator.feed
                 async for chunk in live.chunks:
-                    for frame in translator.feed(chunk):
-                        yield remember(frame)
-                for frame in translator.finish():
-                    yield remember(frame)
+                    frames_of_read = feed(chunk)
+                    if frames_of_read:
+                        yield remember(b"".join(frames_of_read))
+                last_frames = translator.finish()
+                if last_frames:
+                    yield remember(b"".join(last_frames))
                 if not translator.complete:
                     failure = translator.failure
                     reason = "stream_cut" if failure is None else "server_error"

@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 _LINE_END = re.compile(rb"\r\n|\r|\n")
 
 DONE_FRAME = b"data: [DONE]\n\n"
 
 
-@dataclass(frozen=True, slots=True)
-class SSEEvent:
-    """One dispatched block. ``data`` is None for a block without a data field (a comment or keep-alive)."""
+class SSEEvent(NamedTuple):
+    """One dispatched block. ``data`` is None for a block without a data field (a comment or keep-alive).
+
+    A tuple rather than a frozen dataclass: one is made per upstream event, and a tuple costs a third."""
 
     event: str | None
     data: str | None
@@ -55,18 +55,35 @@ class SSEParser:
     def _split_blocks(self) -> list[SSEEvent]:
         buf = self._buf
         events: list[SSEEvent] = []
+        append = events.append
+        find = buf.find
         start = 0
         while True:
-            end = buf.find(b"\n\n", start)
+            end = find(b"\n\n", start)
             if end < 0:
                 break
             raw = bytes(buf[start : end + 2])
+            # Nearly every event is one "data: " line (OpenAI), or an "event: " line and a "data: " line
+            # (Anthropic): their values are the rest of each line. (Whole blocks only are read here, so no
+            # field of an earlier block is pending.)
+            last = end - start  # offset in raw of the block's final line end
+            if raw[:6] == b"data: " and raw.find(b"\n", 6) == last:
+                append(SSEEvent(None, raw[6:-2].decode("utf-8", "replace"), raw))
+                start = end + 2
+                continue
+            if raw[:7] == b"event: ":
+                line_end = raw.find(b"\n", 7)
+                if raw[line_end + 1 : line_end + 7] == b"data: " and raw.find(b"\n", line_end + 7) == last:
+                    append(SSEEvent(raw[7:line_end].decode("utf-8", "replace"),
+                                    raw[line_end + 7 : -2].decode("utf-8", "replace"), raw))
+                    start = end + 2
+                    continue
             for line in raw[:-2].split(b"\n"):
                 if line:
                     self._has_line = True
                     self._read_field(line)
             if self._has_line:
-                events.append(self._dispatch(raw))
+                append(self._dispatch(raw))
             start = end + 2
         if start:
             del buf[:start]
@@ -137,9 +154,13 @@ class SSEParser:
         return event
 
 
+# One encoder for every frame: json.dumps with options builds a new JSONEncoder on each call.
+_compact_encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
 def compact_json(obj: Any) -> str:
     """JSON text without spaces; non-ASCII kept as UTF-8 (smaller than \\u escapes)."""
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+    return _compact_encoder.encode(obj)
 
 
 def data_frame(obj: Any) -> bytes:

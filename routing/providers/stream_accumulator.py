@@ -56,6 +56,11 @@ class ChunkAccumulator:
                 content = delta.get("content")
                 if content and isinstance(content, str):
                     self._text.append(content)
+                    if len(delta) == 1:  # a plain content delta: nothing else to look for
+                        finish = choice.get("finish_reason")
+                        if finish and isinstance(finish, str):
+                            self._finish = finish
+                        continue
                 if "reasoning_content" in delta or "reasoning" in delta:
                     reasoning = reasoning_text(delta)
                     if reasoning:
@@ -68,6 +73,11 @@ class ChunkAccumulator:
             finish = choice.get("finish_reason")
             if finish and isinstance(finish, str):
                 self._finish = finish
+
+    def add_text(self, text: str) -> None:
+        """A plain content delta of choice 0, read without decoding its chunk (the cheap path)."""
+        if text:
+            self._text.append(text)
 
     def _add_call_delta(self, delta: dict[str, Any]) -> None:
         index = delta.get("index")

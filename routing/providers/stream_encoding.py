@@ -17,7 +17,7 @@ from routing.providers.gemini_ids import new_tool_call_id
 from routing.providers.ids import anthropic_message_id
 from routing.providers.openai_response import reasoning_text
 from routing.providers.shape import int_or, list_or_empty, object_or_empty
-from routing.providers.sse import DONE_FRAME, data_frame, event_frame
+from routing.providers.sse import DONE_FRAME, compact_json, data_frame, event_frame
 from routing.providers.usage import anthropic_usage, usage_from_openai
 
 
@@ -72,20 +72,36 @@ class AnthropicEventEncoder:
             if not isinstance(choice, dict) or choice.get("index", 0) != 0:
                 continue
             delta = object_or_empty(choice.get("delta"))
-            reasoning = reasoning_text(delta)
-            if reasoning:
-                frames += self._open("thinking", {"type": "thinking", "thinking": "", "signature": ""})
-                frames.append(self._delta({"type": "thinking_delta", "thinking": reasoning}))
+            if "reasoning_content" in delta or "reasoning" in delta:
+                reasoning = reasoning_text(delta)
+                if reasoning:
+                    frames += self._open("thinking", {"type": "thinking", "thinking": "", "signature": ""})
+                    frames.append(self._text_delta(b"thinking_delta", b"thinking", reasoning))
             for key in ("content", "refusal"):
                 text = delta.get(key)
                 if isinstance(text, str) and text:
-                    frames += self._open("text", {"type": "text", "text": ""})
-                    frames.append(self._delta({"type": "text_delta", "text": text}))
-            for call in list_or_empty(delta.get("tool_calls")):
-                if isinstance(call, dict):
-                    frames += self._tool_call(call)
+                    if self._block_kind != "text":
+                        frames += self._open("text", {"type": "text", "text": ""})
+                    frames.append(self._text_delta(b"text_delta", b"text", text))
+            if "tool_calls" in delta:
+                for call in list_or_empty(delta["tool_calls"]):
+                    if isinstance(call, dict):
+                        frames += self._tool_call(call)
             if choice.get("finish_reason"):
                 self._finish = choice["finish_reason"]
+        return frames
+
+    @property
+    def takes_text(self) -> bool:
+        """Whether ``encode_text`` can stand for ``encode`` of a plain content delta (after message_start)."""
+        return self._started
+
+    def encode_text(self, text: str) -> list[bytes]:
+        """The frames of a plain content delta of choice 0: what ``encode`` writes for it, without its chunk."""
+        if not text:
+            return []
+        frames = [] if self._block_kind == "text" else self._open("text", {"type": "text", "text": ""})
+        frames.append(self._text_delta(b"text_delta", b"text", text))
         return frames
 
     def close(self) -> list[bytes]:
@@ -142,9 +158,11 @@ class AnthropicEventEncoder:
         self._open_call = -1
         return [frame]
 
-    def _delta(self, delta: dict[str, Any]) -> bytes:
-        return event_frame("content_block_delta", {"type": "content_block_delta", "index": self._block,
-                                                   "delta": delta})
+    def _text_delta(self, kind: bytes, field: bytes, text: str) -> bytes:
+        """A content_block_delta carrying ``text``: the frame ``event_frame`` would write, spliced from
+        constant parts so that only the text is encoded (one per streamed chunk)."""
+        return (b'event: content_block_delta\ndata: {"type":"content_block_delta","index":%d,"delta":{"type":"%s",'
+                b'"%s":%s}}\n\n' % (self._block, kind, field, compact_json(text).encode()))
 
     def _tool_call(self, call: dict[str, Any]) -> list[bytes]:
         index = int_or(call.get("index"), len(self._block_of_call))
@@ -165,5 +183,5 @@ class AnthropicEventEncoder:
             raise MalformedResponse("the upstream interleaved the arguments of parallel tool calls")
         arguments = function.get("arguments")
         if isinstance(arguments, str) and arguments:
-            frames.append(self._delta({"type": "input_json_delta", "partial_json": arguments}))
+            frames.append(self._text_delta(b"input_json_delta", b"partial_json", arguments))
         return frames

@@ -15,6 +15,7 @@ from routing.providers.finish_reasons import finish_from_anthropic, openai_finis
 from routing.providers.ids import openai_response_id
 from routing.providers.shape import int_or, object_or_empty
 from routing.providers.sse import SSEEvent
+from routing.providers.stream_content_shape import ContentShape
 from routing.providers.stream_decoding import ChunkDecoder, failure_from_error, load_event_json
 from routing.providers.usage import openai_usage, usage_from_anthropic
 
@@ -24,6 +25,11 @@ class AnthropicEventDecoder(ChunkDecoder):
         super().__init__(public_model=public_model, created=created)
         self._usage: Usage | None = None
         self._tool_of_block: dict[int, int] = {}  # content block index -> tool call index
+        self.shape: ContentShape | None = None  # learned from the first plain text_delta
+
+    def content_text(self, raw: bytes) -> str | None:
+        shape = self.shape
+        return None if shape is None else shape.text_of(raw)
 
     def partial_usage(self) -> Usage | None:
         return self._usage
@@ -34,6 +40,10 @@ class AnthropicEventDecoder(ChunkDecoder):
         data = load_event_json(event)
         kind = data.get("type") or event.event
         if kind == "content_block_delta":
+            if self.shape is None:
+                text = _plain_text_delta(data)
+                if text is not None:
+                    self.shape = ContentShape.learn(event.raw, b'"type":"text_delta","text":', text)
             return self._block_delta(data)
         if kind == "content_block_start":
             return self._block_start(data)
@@ -100,3 +110,12 @@ class AnthropicEventDecoder(ChunkDecoder):
 
     def final_chunks(self) -> list[dict[str, Any]]:
         return [self.usage_chunk(openai_usage(self._usage))] if self._usage is not None else []
+
+
+def _plain_text_delta(data: dict[str, Any]) -> str | None:
+    """The text of a content_block_delta that carries a text_delta and nothing else, else None."""
+    delta = data.get("delta")
+    if len(data) != 3 or "index" not in data or type(delta) is not dict or len(delta) != 2:
+        return None
+    text = delta.get("text")
+    return text if delta.get("type") == "text_delta" and type(text) is str else None

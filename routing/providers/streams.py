@@ -27,6 +27,7 @@ from routing.core.answer import Answer, Usage
 from routing.providers.errors import Inbound
 from routing.providers.sse import DONE_FRAME, SSEEvent, SSEParser
 from routing.providers.stream_accumulator import ChunkAccumulator
+from routing.providers.stream_content_shape import ContentShape
 from routing.providers.stream_decoding import ChunkDecoder, OpenAIChunkDecoder, StreamFailure
 from routing.providers.stream_encoding import AnthropicEventEncoder, OpenAIFrameEncoder, stream_error_frames
 from routing.providers.stream_from_anthropic import AnthropicEventDecoder
@@ -103,25 +104,60 @@ class OpenAIPassThrough(StreamTranslator):
         super().__init__(inbound="openai", decoder=self._openai)
         self._client_wants_usage = client_wants_usage
         self._model_member = b'"model":' + json.dumps(public_model).encode()
+        self._upstream_member = b""  # the upstream's own model member, once seen: spliced without a regex
+        self._public_shape: ContentShape | None = None  # the content shape whose head was rewritten...
+        self._public_head = b""  # ...into this: its head with the public model name
 
     def _events(self, events: list[SSEEvent]) -> list[bytes]:
+        # The gateway's commonest stream runs this once per upstream read: names are bound locally.
         frames: list[bytes] = []
+        openai = self._openai
+        decode = openai.decode
+        add = self._accumulator.add
+        drop_usage_only = not self._client_wants_usage
+        add_text = self._accumulator.add_text
         for event in events:
-            if self._openai.failure is not None:
+            if openai.failure is not None:
                 break
             if event.data is None:
                 continue  # comments and keep-alives: the gateway's own stream needs none of them
-            chunks = self._openai.decode(event)
+            shape = openai.shape
+            if shape is not None:
+                raw = event.raw
+                text = shape.text_of(raw)
+                if text is not None:  # a content delta like the last: only its text is new
+                    add_text(text)
+                    if self._public_shape is not shape:
+                        self._public_shape, self._public_head = shape, self._public(shape.head)
+                    # The model member sits before the text (OpenAI's order) or, rarely, after it.
+                    head = self._public_head
+                    frames.append(head + raw[len(shape.head) :] if head is not shape.head else self._public(raw))
+                    continue
+            chunks = decode(event)
             if not chunks:
-                if self._openai.done:
+                if openai.done:
                     frames.append(event.raw)
                 continue
             chunk = chunks[0]
-            self._accumulator.add(chunk)
-            if not self._client_wants_usage and chunk.get("usage") and not chunk.get("choices"):
+            add(chunk)
+            if drop_usage_only and chunk.get("usage") and not chunk.get("choices"):
                 continue
-            frames.append(_with_model(event.raw, self._model_member))
+            frames.append(self._public(event.raw))
         return frames
+
+    def _public(self, raw: bytes) -> bytes:
+        """``raw`` with the public model name in place of the upstream's."""
+        start = raw.find(b'"model"')
+        if start < 0:
+            return raw
+        member = self._upstream_member
+        if member and raw.startswith(member, start):
+            return raw[:start] + self._model_member + raw[start + len(member) :]
+        match = _MODEL_VALUE.match(raw, start)
+        if match is None:
+            return raw
+        self._upstream_member = match.group()
+        return raw[:start] + self._model_member + raw[match.end() :]
 
     def _closing_frames(self) -> list[bytes]:
         return [] if self._openai.done else [DONE_FRAME]
@@ -136,12 +172,18 @@ class AnthropicPassThrough(StreamTranslator):
 
     def _events(self, events: list[SSEEvent]) -> list[bytes]:
         frames: list[bytes] = []
+        decoder = self._decoder
         for event in events:
-            if self._decoder.failure is not None:
+            if decoder.failure is not None:
                 break
             if event.data is None:
                 continue
-            for chunk in self._decoder.decode(event):
+            text = decoder.content_text(event.raw)
+            if text is not None:  # a text_delta like the last: only its text is new
+                self._accumulator.add_text(text)
+                frames.append(event.raw)
+                continue
+            for chunk in decoder.decode(event):
                 self._accumulator.add(chunk)
             if self._decoder.failure is not None:
                 break  # the engine ends the client's stream with its own error event
@@ -166,12 +208,21 @@ class TranslatingStream(StreamTranslator):
 
     def _events(self, events: list[SSEEvent]) -> list[bytes]:
         frames: list[bytes] = []
+        decoder, encoder, accumulator = self._decoder, self._encoder, self._accumulator
         for event in events:
-            if self._decoder.failure is not None:
+            if decoder.failure is not None:
                 break
-            for chunk in self._decoder.decode(event):
-                self._accumulator.add(chunk)
-                frames += self._encoder.encode(chunk)
+            text = decoder.content_text(event.raw)
+            if text is not None:  # a plain content delta: its text is all there is to translate
+                accumulator.add_text(text)
+                if isinstance(encoder, AnthropicEventEncoder) and encoder.takes_text:
+                    frames += encoder.encode_text(text)
+                else:
+                    frames += encoder.encode(decoder.chunk({"content": text}))
+                continue
+            for chunk in decoder.decode(event):
+                accumulator.add(chunk)
+                frames += encoder.encode(chunk)
         return frames
 
     def _closing_frames(self) -> list[bytes]:

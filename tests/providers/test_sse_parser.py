@@ -75,3 +75,18 @@ def test_it_decodes_utf8_split_inside_a_character() -> None:
 def test_frames_are_compact_and_keep_unicode() -> None:
     assert data_frame({"a": "ö", "b": [1]}) == 'data: {"a":"ö","b":[1]}\n\n'.encode()
     assert event_frame("ping", {"type": "ping"}) == b'event: ping\ndata: {"type":"ping"}\n\n'
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        b"data: x", b"data:x", b"data: ", b"data:  two spaces", b"event: e\ndata: x", b"event:e\ndata: x",
+        b"event: e\ndata:x", b"event: e", b"event: e\ndata: x\ndata: y", b"event: e\nid: 1\ndata: x",
+        b"data: x\nevent: e", b"event: \ndata: x", b"data: \xff\xfe", b"event: \xff\ndata: x",
+    ],
+)
+def test_it_reads_one_and_two_line_blocks_as_the_line_by_line_scan_does(block: bytes) -> None:
+    # "\r\n" line endings put the parser on its line-by-line scan, which takes no shortcut.
+    fast = SSEParser().feed(block + b"\n\n")
+    scanned = SSEParser().feed(block.replace(b"\n", b"\r\n") + b"\r\n\r\n")
+    assert [(e.event, e.data) for e in fast] == [(e.event, e.data) for e in scanned]
