@@ -37,11 +37,33 @@ class OpenAIFrameEncoder:
 
     def __init__(self, *, client_wants_usage: bool) -> None:
         self.client_wants_usage = client_wants_usage
+        self._text_frame_of: dict[str, Any] | None = None  # the content chunk the two parts below came from
+        self._text_frame_parts: tuple[bytes, bytes] | None = None
 
     def encode(self, chunk: dict[str, Any]) -> list[bytes]:
         if not self.client_wants_usage and "usage" in chunk and not chunk.get("choices"):
             return []
         return [data_frame(chunk)]
+
+    def encode_text(self, text: str, chunk: dict[str, Any]) -> list[bytes]:
+        """What ``encode(chunk)`` writes for ``chunk``, one choice whose delta is ``{"content": text}``: the
+        frame of the previous such chunk with the new text spliced in, when all else is equal (within one
+        stream it is), so that only the text is encoded."""
+        choices = chunk.get("choices")
+        if (type(choices) is not list or len(choices) != 1 or type(choices[0]) is not dict
+                or choices[0].get("delta") != {"content": text}):
+            return self.encode(chunk)
+        probe = {**chunk, "choices": [{**choices[0], "delta": {"content": "\x00"}}]}
+        if probe != self._text_frame_of:
+            self._text_frame_of, self._text_frame_parts = probe, None
+            frame = data_frame(probe)
+            if frame.count(b'"\\u0000"') == 1:  # the marker text occurs nowhere else: split around it
+                before, after = frame.split(b'"\\u0000"')
+                self._text_frame_parts = (before, after)
+        parts = self._text_frame_parts
+        if parts is None:
+            return self.encode(chunk)
+        return [parts[0] + compact_json(text).encode() + parts[1]]
 
     def close(self) -> list[bytes]:
         return [DONE_FRAME]

@@ -215,10 +215,11 @@ class TranslatingStream(StreamTranslator):
             text = decoder.content_text(event.raw)
             if text is not None:  # a plain content delta: its text is all there is to translate
                 accumulator.add_text(text)
-                if isinstance(encoder, AnthropicEventEncoder) and encoder.takes_text:
-                    frames += encoder.encode_text(text)
+                if isinstance(encoder, AnthropicEventEncoder):
+                    frames += encoder.encode_text(text) if encoder.takes_text else encoder.encode(
+                        decoder.chunk({"content": text}))
                 else:
-                    frames += encoder.encode(decoder.chunk({"content": text}))
+                    frames += encoder.encode_text(text, decoder.chunk({"content": text}))
                 continue
             for chunk in decoder.decode(event):
                 accumulator.add(chunk)

@@ -12,7 +12,7 @@ from routing.providers import get_adapter
 from routing.providers.sse import SSEParser, event_frame
 from routing.providers.stream_content_shape import ContentShape
 from routing.providers.stream_decoding import OpenAIChunkDecoder
-from routing.providers.stream_encoding import AnthropicEventEncoder
+from routing.providers.stream_encoding import AnthropicEventEncoder, OpenAIFrameEncoder
 from tests.providers.support import feed_split, split_strategies
 
 HEAD = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "up-model",
@@ -194,3 +194,19 @@ def test_it_keeps_anthropic_text_deltas_of_another_shape_on_the_full_decode() ->
     frames = feed_split(translator, stream, [])
     assert translator.answer.text == "ab"
     assert len(frames) == 5  # role, "a", "b", finish, [DONE]
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ({"id": "a", "model": "m"}, {"id": "a", "model": "m"}),
+        ({"id": "a", "model": "m"}, {"id": "b", "model": "m"}),  # another chunk: the frame is rebuilt
+        ({"id": "a", "model": "\x00"}, {"id": "a", "model": "\x00"}),  # the marker elsewhere: no splice
+    ],
+)
+def test_it_writes_openai_text_frames_exactly_as_encode_does(first: dict[str, Any], second: dict[str, Any]) -> None:
+    encoder = OpenAIFrameEncoder(client_wants_usage=False)
+    for members, text in ((first, "one"), (second, 'tw"o\u2028')):
+        chunk = {**members, "object": "chat.completion.chunk",
+                 "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]}
+        assert encoder.encode_text(text, chunk) == encoder.encode(chunk)
