@@ -1,16 +1,17 @@
-"""The cheap path for OpenAI content deltas: recognise an event by the bytes around its text.
+"""The cheap path for content deltas: recognise an event by the bytes around its text.
 
-An OpenAI-format stream repeats one event shape for every content chunk; only the text changes::
+A stream repeats one event shape for every content chunk; only the text changes. OpenAI's::
 
     data: {"id":"chatcmpl-1","object":"chat.completion.chunk",...,"choices":[{"index":0,"delta":{"content":
     "Hello"},"logprobs":null,"finish_reason":null}]}
 
-Decoding each with ``json.loads`` is half the gateway's CPU for a stream. Once one such event was decoded in
-full and found to be a plain content delta (one choice, index 0, a delta holding only ``content``, no finish
-reason, no usage, no error), the bytes before and after its text are kept. A later event with exactly those
-bytes around one JSON string is the same JSON with another text: checking the string with the JSON
-scanner's own ``scanstring`` validates the whole event, and the text is all there is to read from it. Any
-other event (the first, the last, the usage chunk, one whose id or fingerprint changed) is decoded in full.
+and Anthropic's ``content_block_delta`` with a ``text_delta``. Decoding each with ``json.loads`` was half the
+gateway's CPU for a stream. Once one such event was decoded in full and found to be a plain content delta
+(the decoder decides: for OpenAI one choice, index 0, a delta holding only ``content``, no finish reason,
+usage or error), the bytes before and after its text are kept. A later event with exactly those bytes
+around one JSON string is the same JSON with another text: checking the string with the JSON scanner's own
+``scanstring`` validates the whole event, and the text is all there is to read from it. Any other event
+(the first, the last, the usage chunk, one whose id or fingerprint changed) is decoded in full.
 """
 
 from __future__ import annotations

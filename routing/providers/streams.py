@@ -15,7 +15,8 @@ How the engine drives one::
 
 Three shapes: same format in and out forwards each event's original bytes (JSON is parsed only to
 accumulate; the model name is rewritten to the public one); other pairs decode to OpenAI chunks and
-encode those for the client.
+encode those for the client. A content delta shaped like the previous one is read from its text alone
+(``stream_content_shape``), and the frames of one upstream read go out as one piece (the engine joins them).
 """
 
 from __future__ import annotations
