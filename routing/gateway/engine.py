@@ -70,7 +70,7 @@ async def _route(call: Call, journey: Journey) -> HttpResponse | StreamingHttpRe
         journey.tier = await decide_tier(call, route)
         target, route_contract = journey.tier.target, route.contract
     journey.target_name = target
-    contract = journey.contract = request_contract(call, target, route_contract)
+    contract = journey.contract = await request_contract(call, target, route_contract)
 
     deadline = _deadline(call, contract)
     journey.deadline_ms = round((deadline.at - call.started) * 1000)

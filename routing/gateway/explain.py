@@ -50,7 +50,7 @@ async def explain_call(call: Call) -> dict[str, Any]:
         }
         target = out["tier"]["target"]
         route_contract = route.contract
-    contract = request_contract(call, target, route_contract)
+    contract = await request_contract(call, target, route_contract)
     shadow = GatewayState(health=state.health, round_robin=copy.deepcopy(state.round_robin),
                           rng=random.Random(0),  # noqa: S311 - a copy for ranking, not cryptography
                           selector_config=state.selector_config)

@@ -76,6 +76,16 @@ class SchemaCache:
     def __len__(self) -> int:
         return len(self._by_key)
 
+    def knows(self, schema: Mapping[str, Any] | bool) -> bool:
+        """Whether ``schema`` (this object, or one with the same content) is already compiled."""
+        with self._lock:
+            hit = self._by_id.get(id(schema))
+            if hit is not None and hit[0] is schema:
+                return True
+        key = schema_key(schema)
+        with self._lock:
+            return key in self._by_key
+
     def validator_for(self, schema: Mapping[str, Any] | bool) -> Validator:
         """The compiled validator for ``schema``; raises jsonschema's SchemaError for an invalid schema and
         UnusableSchema for one the gateway will not evaluate."""
@@ -167,6 +177,11 @@ _default_cache = SchemaCache()
 def validate_instance(schema: Mapping[str, Any], instance: Any) -> list[str]:
     """``routing.core.validate.SchemaValidator`` backed by the process-wide SchemaCache."""
     return _default_cache.validate(schema, instance)
+
+
+def schema_is_compiled(schema: Any) -> bool:
+    """Whether checking ``schema`` would be a cache hit (cheap: a hash of its content, no meta-schema check)."""
+    return isinstance(schema, Mapping | bool) and _default_cache.knows(schema)
 
 
 def schema_problems(schema: Any) -> list[str]:

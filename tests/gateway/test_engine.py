@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
+import uuid
 from typing import Any
 
 import pytest
 
 from routing.core.table import RoutingTable
-from routing.gateway import engine
+from routing.gateway import engine, json_schema
 from routing.simulator import SimulatorServer
 from tests.gateway import support
 from tests.gateway.support import LIMITED_KEY, SCHEMA_FORMAT, answer, attempts_of, eventually, request, run
@@ -174,3 +176,30 @@ def test_a_request_whose_client_hangs_up_is_still_audited(
     [event] = audit_events
     assert (event["request_id"], event["status"], event["error_class"]) == (call.request_id, 499, "ambiguous")
     assert [a["target"] for a in event["attempts"]] == ["primary"]
+
+
+def test_a_new_response_schema_is_checked_off_the_event_loop(
+        sim: SimulatorServer, table: RoutingTable, monkeypatch: pytest.MonkeyPatch) -> None:
+    compiled_in: list[str] = []
+    original = json_schema._compile
+
+    def recording_compile(schema: Any) -> Any:
+        compiled_in.append(threading.current_thread().name)
+        return original(schema)
+
+    monkeypatch.setattr(json_schema, "_compile", recording_compile)
+    # A schema no other test uses (its content is its cache key), so the first request must compile it.
+    fields = {f"field_{n}_{uuid.uuid4().hex[:6]}": {"type": "string"} for n in range(40)}
+    schema_format = {"type": "json_schema", "json_schema": {"name": "wide", "schema": {
+        "type": "object", "properties": fields}}}
+
+    async def twice() -> tuple[int, int, str]:
+        loop_thread = threading.current_thread().name
+        first = await answer(request(table, "primary", response_format=schema_format))
+        second = await answer(request(table, "primary", response_format=schema_format))
+        return first.status, second.status, loop_thread
+
+    first, second, loop_thread = run(twice())
+    assert (first, second) == (200, 200)
+    assert len(compiled_in) == 1, compiled_in  # the second request found it compiled
+    assert compiled_in[0] != loop_thread  # ... and the first compiled it in a worker thread
