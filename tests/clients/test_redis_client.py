@@ -271,10 +271,14 @@ def test_an_unsupported_url_scheme_is_refused_by_name() -> None:
         RespClient("memcached://127.0.0.1", timeout=1.0)
 
 
-def authenticating_server(auth_answered: asyncio.Event, auth_seen: asyncio.Event) -> Handler:
-    """A Redis that holds its answer to AUTH until ``auth_answered`` is set, then answers PONG to anything."""
+def authenticating_server(auth_answered: asyncio.Event, auth_seen: asyncio.Event,
+                          connections: list[int] | None = None) -> Handler:
+    """A Redis that holds its answer to AUTH until ``auth_answered`` is set, then answers PONG to anything;
+    each connection it accepts is appended to ``connections`` when given."""
 
     async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if connections is not None:
+            connections.append(len(connections) + 1)
         data = await reader.read(1024)
         assert b"AUTH" in data
         auth_seen.set()
@@ -287,19 +291,11 @@ def authenticating_server(auth_answered: asyncio.Event, auth_seen: asyncio.Event
 
 
 def test_a_command_cancelled_while_the_connection_authenticates_leaves_it_to_the_others() -> None:
-    connections = 0
+    connections: list[int] = []
 
     async def scenario() -> None:
-        nonlocal connections
         auth_answered, auth_seen = asyncio.Event(), asyncio.Event()
-        serve = authenticating_server(auth_answered, auth_seen)
-
-        async def counting(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            nonlocal connections
-            connections += 1
-            await serve(reader, writer)
-
-        async with scripted_server(counting) as url:
+        async with scripted_server(authenticating_server(auth_answered, auth_seen, connections)) as url:
             client = RespClient(url.replace("redis://", "redis://:secret@"), timeout=2.0)
             try:
                 cancelled = asyncio.create_task(client.execute("PING"))  # its client hung up...
@@ -311,7 +307,7 @@ def test_a_command_cancelled_while_the_connection_authenticates_leaves_it_to_the
                 auth_answered.set()
                 assert await waiting == "PONG"  # not RedisUnavailable: Redis is not down
                 assert await client.execute("PING") == "PONG"
-                assert connections == 1
+                assert len(connections) == 1
             finally:
                 await client.aclose()
 
@@ -319,19 +315,11 @@ def test_a_command_cancelled_while_the_connection_authenticates_leaves_it_to_the
 
 
 def test_a_lone_command_cancelled_mid_auth_leaks_no_connection() -> None:
-    connections = 0
+    connections: list[int] = []
 
     async def scenario() -> None:
-        nonlocal connections
         auth_answered, auth_seen = asyncio.Event(), asyncio.Event()
-        serve = authenticating_server(auth_answered, auth_seen)
-
-        async def counting(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            nonlocal connections
-            connections += 1
-            await serve(reader, writer)
-
-        async with scripted_server(counting) as url:
+        async with scripted_server(authenticating_server(auth_answered, auth_seen, connections)) as url:
             client = RespClient(url.replace("redis://", "redis://:secret@"), timeout=2.0)
             try:
                 cancelled = asyncio.create_task(client.execute("PING"))
@@ -341,7 +329,7 @@ def test_a_lone_command_cancelled_mid_auth_leaks_no_connection() -> None:
                     await cancelled
                 auth_answered.set()
                 assert await client.execute("PING") == "PONG"  # on the connection set up meanwhile
-                assert connections == 1
+                assert len(connections) == 1
             finally:
                 await client.aclose()
 
