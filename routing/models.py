@@ -195,6 +195,16 @@ class ProviderModel(models.Model):
     model_class = models.CharField(
         max_length=60, default="general", help_text="A label contracts can require, e.g. document-extraction."
     )
+    rpm = models.PositiveIntegerField(
+        null=True, blank=True, validators=[MinValueValidator(1)], verbose_name="provider RPM",
+        help_text="The provider's requests-per-minute limit for this account; at it the target is skipped "
+                  "(like a cooling one) until the last 60 seconds have room. Empty: no limit.",
+    )
+    tpm = models.PositiveIntegerField(
+        null=True, blank=True, validators=[MinValueValidator(1)], verbose_name="provider TPM",
+        help_text="The provider's tokens-per-minute limit for this account (input + output tokens of real "
+                  "answers); at it the target is skipped until the last 60 seconds have room. Empty: no limit.",
+    )
     enabled = models.BooleanField(default=True)
     updated_at = models.DateTimeField(auto_now=True)
 
