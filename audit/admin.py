@@ -87,7 +87,7 @@ class AttemptInline(admin.TabularInline):
 @admin.register(AuditRevision)
 class AuditRevisionAdmin(ReadOnlyAdmin):
     list_display = (
-        "created_at", "request_id", "key_name", "requested_model", "tier", "target", "status", "error_class",
+        "created_at", "request_id", "key_name", "team", "requested_model", "tier", "target", "status", "error_class",
         "latency_ms", "cost_usd", "auditor_page",
     )
     search_fields = ("=request_id", "=operation_id", "=session_hash")

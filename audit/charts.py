@@ -25,6 +25,10 @@ PAD_BOTTOM = 40
 class Series:
     name: str
     values: Sequence[float | None]
+    css: str = ""  # the CSS class that colours it; default ``series-<position>``
+
+    def css_class(self, position: int) -> str:
+        return self.css or f"series-{position}"
 
 
 def _nice_max(value: float) -> float:
@@ -66,7 +70,7 @@ def _legend(series: Sequence[Series]) -> list[str]:
     parts = []
     x = PAD_LEFT
     for i, s in enumerate(series):
-        parts.append(f'<rect class="series-{i}" x="{x}" y="{HEIGHT - 14}" width="10" height="10"/>')
+        parts.append(f'<rect class="{s.css_class(i)}" x="{x}" y="{HEIGHT - 14}" width="10" height="10"/>')
         parts.append(f'<text class="legend" x="{x + 14}" y="{HEIGHT - 5}">{escape(s.name)}</text>')
         x += 24 + 7 * len(s.name)
     return parts
@@ -87,8 +91,12 @@ def stacked_bars(
     marker_at: float | None = None,
     marker_label: str = "",
     fmt: Callable[[float], str] = lambda v: f"{v:g}",
+    legend: bool = True,
 ) -> SafeString:
-    """Bars per label, each stacking the series' values; an optional vertical marker before slot ``marker_at``."""
+    """Bars per label, each stacking the series' values; an optional vertical marker before slot ``marker_at``.
+
+    ``legend=False`` leaves the legend to the page (many series with long names do not fit in one line).
+    """
     totals = [sum(s.values[i] or 0 for s in series) for i in range(len(labels))]
     y_max = _nice_max(max(totals, default=0))
     plot_w = WIDTH - PAD_LEFT - PAD_RIGHT
@@ -104,7 +112,7 @@ def stacked_bars(
             h = plot_h * value / y_max
             y = PAD_TOP + plot_h - plot_h * (base + value) / y_max
             body.append(
-                f'<rect class="series-{k}" x="{PAD_LEFT + slot * i + slot * 0.1:.1f}" y="{y:.1f}" '
+                f'<rect class="{s.css_class(k)}" x="{PAD_LEFT + slot * i + slot * 0.1:.1f}" y="{y:.1f}" '
                 f'width="{slot * 0.8:.1f}" height="{h:.1f}"><title>{escape(label)} {escape(s.name)}: '
                 f"{escape(fmt(value))}</title></rect>"
             )
@@ -113,7 +121,7 @@ def stacked_bars(
         x = PAD_LEFT + slot * marker_at
         body.append(f'<line class="marker" x1="{x:.1f}" x2="{x:.1f}" y1="{PAD_TOP}" y2="{PAD_TOP + plot_h}"/>')
         body.append(f'<text class="marker-label" x="{x + 4:.1f}" y="{PAD_TOP + 10}">{escape(marker_label)}</text>')
-    body += _x_labels(labels, slot) + _legend(series)
+    body += _x_labels(labels, slot) + (_legend(series) if legend else [])
     return _frame(title, body)
 
 
@@ -141,11 +149,11 @@ def lines(
             x = PAD_LEFT + slot * (i + 0.5)
             y = PAD_TOP + plot_h - plot_h * min(value, top) / top
             segments[-1].append(f"{x:.1f},{y:.1f}")
-            body.append(f'<circle class="series-{k}" cx="{x:.1f}" cy="{y:.1f}" r="2.5"><title>'
+            body.append(f'<circle class="{s.css_class(k)}" cx="{x:.1f}" cy="{y:.1f}" r="2.5"><title>'
                         f"{escape(labels[i])} {escape(s.name)}: {escape(fmt(value))}</title></circle>")
         for points in segments:
             if len(points) > 1:
-                body.append(f'<polyline class="line series-{k}" points="{" ".join(points)}"/>')
+                body.append(f'<polyline class="line {s.css_class(k)}" points="{" ".join(points)}"/>')
     body += _x_labels(labels, slot) + _legend(series)
     return _frame(title, body)
 

@@ -16,6 +16,7 @@ from django.db import models
 FILTERED_FIELDS = (
     "key_id",
     "key_name",
+    "team",
     "session_hash",
     "requested_model",
     "tier",
@@ -43,6 +44,7 @@ class AuditRevision(models.Model):
 
     key_id = models.BigIntegerField(null=True, blank=True, help_text="The gateway key's id (never its secret).")
     key_name = models.CharField(max_length=200, blank=True, default="")
+    team = models.CharField(max_length=200, blank=True, default="", help_text="The key's team, if any, by name.")
     session_hash = models.CharField(max_length=64, blank=True, default="")
     session_source = models.CharField(max_length=40, blank=True, default="")
 
@@ -89,6 +91,12 @@ class AuditRevision(models.Model):
     cached_input_tokens = models.BigIntegerField(default=0)
     reasoning_tokens = models.BigIntegerField(default=0)
     cost_usd = models.FloatField(null=True, blank=True)
+    # What the providers billed for this request: every attempt that came back with usage, answers that
+    # validation rejected included (the columns above count only the answer the client got). Null in rows
+    # stored before these columns existed; the spend pages read the columns above for those.
+    billed_cost_usd = models.FloatField(null=True, blank=True)
+    billed_input_tokens = models.BigIntegerField(null=True, blank=True)
+    billed_output_tokens = models.BigIntegerField(null=True, blank=True)
     attempt_count = models.PositiveSmallIntegerField(default=0)
     fell_back = models.BooleanField(default=False, help_text="Another target was tried after the first.")
 

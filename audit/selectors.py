@@ -19,6 +19,8 @@ from audit.models import AttemptRecord, AuditRevision, ConfigRevision
 
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 DEFAULT_PAGE_SIZE = 50
+# The value of the key and team filters that selects requests without one (no name can be just a dash).
+NO_VALUE = "-"
 MAX_PAGE_SIZE = 500
 
 
@@ -29,6 +31,7 @@ class HistoryFilters:
     since: dt.datetime | None = None
     until: dt.datetime | None = None
     key: str | None = None
+    team: str | None = None
     session: str | None = None
     model: str | None = None
     tier: str | None = None
@@ -55,7 +58,9 @@ def filtered_revisions(filters: HistoryFilters) -> QuerySet[AuditRevision]:
     if filters.until is not None:
         qs = qs.filter(created_at__lt=filters.until)
     if filters.key:
-        qs = qs.filter(key_id=int(filters.key)) if filters.key.isdigit() else qs.filter(key_name=filters.key)
+        qs = key_filter(qs, filters.key)
+    if filters.team:
+        qs = qs.filter(team="" if filters.team == NO_VALUE else filters.team)
     if filters.session:
         qs = qs.filter(session_hash=filters.session)
     if filters.model:
@@ -71,6 +76,13 @@ def filtered_revisions(filters: HistoryFilters) -> QuerySet[AuditRevision]:
     if filters.config_version is not None:
         qs = qs.filter(config_version=filters.config_version)
     return qs.order_by("-created_at", "-id")
+
+
+def key_filter(qs: QuerySet[AuditRevision], key: str) -> QuerySet[AuditRevision]:
+    """A key by id (digits), by name, or ``-`` for requests made without a key."""
+    if key == NO_VALUE:
+        return qs.filter(key_id__isnull=True, key_name="")
+    return qs.filter(key_id=int(key)) if key.isdigit() else qs.filter(key_name=key)
 
 
 def _status_filter(qs: QuerySet[AuditRevision], status: str) -> QuerySet[AuditRevision]:

@@ -63,6 +63,7 @@ def revision_values(event: Mapping[str, Any]) -> dict[str, Any]:
         "created_at": _when(event["created_at"]),
         "key_id": event.get("key_id"),
         "key_name": event.get("key_name", ""),
+        "team": event.get("team", ""),
         "session_hash": event.get("session_hash", ""),
         "session_source": event.get("session_source", ""),
         "endpoint": event.get("endpoint", ""),
@@ -102,6 +103,7 @@ def revision_values(event: Mapping[str, Any]) -> dict[str, Any]:
         "cached_input_tokens": usage["cached_input_tokens"],
         "reasoning_tokens": usage["reasoning_tokens"],
         "cost_usd": event.get("cost_usd"),
+        **billed_values(event),
         "attempt_count": min(len(attempts), 32767),
         "fell_back": len(tried) > 1 or any(a["action"] == "fallback" for a in attempts),
         "prompt_hash": event.get("prompt_hash", ""),
@@ -110,6 +112,21 @@ def revision_values(event: Mapping[str, Any]) -> dict[str, Any]:
         "output_hash": event.get("output_hash", ""),
         "output_preview": event.get("output_preview", ""),
         "output_text": event.get("output_text", ""),
+    }
+
+
+def billed_values(event: Mapping[str, Any]) -> dict[str, Any]:
+    """What the providers billed for a prepared event: the sums over its attempts (an answer that validation
+    rejected was billed too), never less than the answer the client got (the event's own cost and usage)."""
+    attempts = event.get("attempts") or []
+    usage = event["usage"]
+    costs = [a["cost_usd"] for a in attempts if a["cost_usd"] is not None]
+    own_cost = event.get("cost_usd")
+    cost = max(sum(costs), own_cost or 0.0) if costs else own_cost
+    return {
+        "billed_cost_usd": cost,
+        "billed_input_tokens": max(sum(a["usage"]["input_tokens"] for a in attempts), usage["input_tokens"]),
+        "billed_output_tokens": max(sum(a["usage"]["output_tokens"] for a in attempts), usage["output_tokens"]),
     }
 
 

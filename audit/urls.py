@@ -14,6 +14,8 @@ urlpatterns = [
     path("sessions/<str:session_hash>/", views.session, name="session"),
     path("config/", views.config_history, name="config_history"),
     path("tuning/", views.tuning_page, name="tuning"),
+    path("spend/", views.spend_page, name="spend"),
+    path("spend.csv", views.spend_csv, name="spend_csv"),
     path("export.csv", views.export_csv, name="export_csv"),
     path("export.jsonl", views.export_jsonl, name="export_jsonl"),
 ]

@@ -1,4 +1,4 @@
-"""The auditor pages: history, one request, one session, config history, tuning, exports.
+"""The auditor pages: history, one request, one session, config history, tuning, spend, exports.
 
 Read-only views behind login (the admin's login page) and the audit view permissions that the ``auditors``
 group has. They render Django templates inside the admin's layout; charts are inline SVG (audit.charts).
@@ -16,11 +16,12 @@ from django.contrib import admin
 from django.contrib.auth.decorators import login_required, permission_required
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
-from audit import charts, exports, selectors, tuning
-from audit.filters import filters_from_query, parse_instant
+from audit import charts, exports, selectors, spend, tuning
+from audit.filters import MAX_TOP, filters_from_query, parse_instant, spend_query_from_query
 from audit.models import AuditRevision
 
 VIEW_REVISIONS = "audit.view_auditrevision"
@@ -38,7 +39,9 @@ def auditor_view(permission: str) -> Callable[[Callable[..., HttpResponse]], Cal
 
 
 def _page(request: HttpRequest, template: str, title: str, **context: Any) -> HttpResponse:
-    nav = {"audit/config_history.html": "config", "audit/tuning.html": "tuning"}.get(template, "history")
+    nav = {"audit/config_history.html": "config", "audit/tuning.html": "tuning", "audit/spend.html": "spend"}.get(
+        template, "history"
+    )
     return render(request, template, {**admin.site.each_context(request), "title": title, "nav": nav, **context})
 
 
@@ -213,6 +216,94 @@ def tuning_page(request: HttpRequest) -> HttpResponse:
         cost_svg=cost_svg,
         has_traffic=bool(buckets),
     )
+
+
+def _axis_money(value: float) -> str:
+    if value == 0:
+        return "$0"
+    return f"${value:.3g}" if value < 1 else f"${value:,.2f}" if value < 100 else f"${value:,.0f}"
+
+
+_PERIOD_LABELS = {"day": "%m-%d", "week": "%m-%d", "month": "%Y-%m"}
+_SPEND_PARAMS = ("period", "group", "from", "to", "key", "team", "top")
+
+
+def _spend_labels(groups: list[spend.Group]) -> dict[spend.Group, str]:
+    """Each group's label; a key name shared by two key ids (a key deleted and made again) gets its id."""
+    seen: dict[str, int] = {}
+    for group in groups:
+        seen[group.label] = seen.get(group.label, 0) + 1
+    return {g: f"{g.label} (#{g.key_id})" if seen[g.label] > 1 and g.key_id is not None else g.label for g in groups}
+
+
+def _history_url(query: spend.SpendQuery, since: dt.datetime, until: dt.datetime, **filters: str) -> str:
+    base = {"key": query.key, "team": query.team, **filters}
+    return f"{reverse('audit:history')}?{_query(since=since.isoformat(), until=until.isoformat(), **base)}"
+
+
+@auditor_view(VIEW_REVISIONS)
+def spend_page(request: HttpRequest) -> HttpResponse:
+    query, errors = spend_query_from_query(request.GET, now=timezone.now())
+    report = spend.spend_report(query)
+    has_spend = report.totals.cost_usd > 0
+    given = {name: request.GET.get(name, "").strip() for name in _SPEND_PARAMS}
+    labels = _spend_labels([row.group for row in report.groups])
+    periods = report.periods
+    series = [
+        charts.Series(labels[group], [p.by_slot.get(i, 0.0) for p in periods], css=f"spend-{i}")
+        for i, group in enumerate(report.top)
+    ]
+    if any(p.by_slot.get(spend.OTHER) for p in periods):
+        series.append(charts.Series("other", [p.by_slot.get(spend.OTHER, 0.0) for p in periods], css="spend-other"))
+    chart = charts.stacked_bars(
+        f"Spend per {query.period} by {query.group_by}",
+        [p.start.strftime(_PERIOD_LABELS[query.period]) for p in periods],
+        series,
+        fmt=_axis_money,
+        legend=False,
+    )
+    effective = {
+        "period": query.period, "group": query.group_by, "key": query.key, "team": query.team, "top": query.top,
+        "from": query.start.date().isoformat(), "to": (query.end - dt.timedelta(days=1)).date().isoformat(),
+    }
+    return _page(
+        request,
+        "audit/spend.html",
+        "Spend",
+        report=report,
+        query=query,
+        errors=errors,
+        form=effective,
+        max_top=MAX_TOP,
+        # Switching the period or the grouping keeps what was asked for, not the range shown for another period.
+        period_links=[(p, p == query.period, f"?{_query(**{**given, 'period': p})}") for p in spend.PERIODS],
+        group_links=[(g, g == query.group_by, f"?{_query(**{**given, 'group': g})}") for g in spend.GROUPINGS],
+        chart=chart,
+        legend=[(s.css, s.name) for s in series],
+        has_spend=has_spend,
+        total_money=_money(report.totals.cost_usd),
+        group_rows=[
+            (row, labels[row.group], _money(row.totals.cost_usd), f"{row.share:.1%}" if has_spend else "",
+             _history_url(query, query.start, query.end, **row.group.history_filter()))
+            for row in report.groups
+        ],
+        more_money=_money(report.more_groups.cost_usd) if report.more_groups else "",
+        period_rows=[
+            (row, _money(row.totals.cost_usd), _history_url(query, max(row.start, query.start), row.end))
+            for row in reversed(periods)
+        ],
+        history_url=_history_url(query, query.start, query.end),
+        csv_query=_query(**effective),
+    )
+
+
+@auditor_view(VIEW_REVISIONS)
+def spend_csv(request: HttpRequest) -> StreamingHttpResponse:
+    query, _ = spend_query_from_query(request.GET, now=timezone.now())
+    response = StreamingHttpResponse(exports.spend_csv_lines(query), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="spend-{query.period}-{query.group_by}-' \
+        f'{query.start:%Y%m%d}-{query.end - dt.timedelta(days=1):%Y%m%d}.csv"'
+    return response
 
 
 def _export_name(extension: str) -> str:
