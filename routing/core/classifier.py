@@ -96,7 +96,7 @@ def classify(
     signals: list[Signal] = []
     if features.reasoning:
         signals.append(Signal("reasoning", 0, features.reasoning))
-    keyword = matcher.first_match(features.latest_user_text) if features.latest_user_text else None
+    keyword = matcher.first_match_folded(features.folded_user_text) if features.latest_user_text else None
     if keyword is not None:
         signals.append(Signal("keywords", KEYWORD_POINTS, keyword))
     if features.code_evidence:
@@ -155,7 +155,7 @@ class KeywordMatcher:
 
     def __init__(self, keywords: Sequence[str]) -> None:
         self.keywords = tuple(keywords)
-        compiled = [kw for kw in (_compile_keyword(i, text) for i, text in enumerate(self.keywords)) if kw]
+        compiled = [kw for kw in (compile_keyword(i, text) for i, text in enumerate(self.keywords)) if kw]
         chunks = {kw[1]: _chunks(kw[1]) for kw in compiled}
         candidates = {chunk for parts in chunks.values() for chunk in parts}
         # An anchor shared by many keywords means fewer scans, but a very short one ("in") occurs in almost
@@ -172,7 +172,10 @@ class KeywordMatcher:
 
     def first_match(self, text: str) -> str | None:
         """The earliest keyword of the configured list found in ``text`` (case-folded here), or None."""
-        folded = text.casefold()
+        return self.first_match_folded(text.casefold())
+
+    def first_match_folded(self, folded: str) -> str | None:
+        """``first_match`` for a text already case-folded (the category classifier shares the fold)."""
         best_index, best = len(self.keywords), None
         for anchor, members in self._ascii_groups if folded.isascii() else self._groups:
             if anchor in folded:
@@ -200,7 +203,7 @@ def _chunks(keyword: str) -> list[str]:
     return [chunk for chunk in _SPLIT_SEPARATORS.split(keyword.strip().strip("*").casefold()) if chunk]
 
 
-def _compile_keyword(index: int, text: str) -> _Keyword | None:
+def compile_keyword(index: int, text: str) -> _Keyword | None:
     """The keyword's regex, written to start with a literal so that the engine scans for it quickly."""
     raw = text.strip()
     chunks = _chunks(raw)
@@ -208,11 +211,11 @@ def _compile_keyword(index: int, text: str) -> _Keyword | None:
         return None
     first = re.escape(chunks[0])
     pattern = first
-    if not raw.startswith("*") and _separates_words(chunks[0][0]):
+    if not raw.startswith("*") and separates_words(chunks[0][0]):
         # "not preceded by a word character", placed after the literal to keep the fast literal scan.
         pattern += rf"(?<!\w{first})"
     pattern += "".join(_SEPARATOR + re.escape(chunk) for chunk in chunks[1:])
-    if not raw.endswith("*") and _separates_words(chunks[-1][-1]):
+    if not raw.endswith("*") and separates_words(chunks[-1][-1]):
         pattern += r"(?!\w)"
     return (index, raw, re.compile(pattern))
 
@@ -221,7 +224,7 @@ def _compile_keyword(index: int, text: str) -> _Keyword | None:
 _UNSPACED_SCRIPTS = ("CJK", "HIRAGANA", "KATAKANA", "HANGUL", "THAI", "LAO", "KHMER", "MYANMAR", "TIBETAN")
 
 
-def _separates_words(char: str) -> bool:
+def separates_words(char: str) -> bool:
     """True for a letter or digit of a script that puts spaces between words (Latin, Cyrillic, Greek...)."""
     if not (char.isalnum() or char == "_"):
         return False

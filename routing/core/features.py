@@ -24,6 +24,7 @@ values of an unexpected type are ignored, never raised on; validating the schema
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
@@ -80,6 +81,11 @@ class Features:
     session_id: str | None
     prompt_cache_key: str | None
     user: str | None
+
+    @functools.cached_property
+    def folded_user_text(self) -> str:
+        """The latest user text case-folded, once: the tier and the category classifiers both match on it."""
+        return self.latest_user_text.casefold()
 
     @property
     def tool_count(self) -> int:

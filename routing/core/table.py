@@ -77,6 +77,9 @@ class ModelSpec:
     capabilities: frozenset[str] = frozenset({"text"})
     model_class: str = "general"
     enabled: bool = True
+    rpm: int | None = None  # the provider's requests per minute for this account; None: no limit
+    tpm: int | None = None  # the provider's tokens per minute (input + output of real answers)
+    strengths: frozenset[str] = frozenset()  # content categories it is good at (routing.core.categories)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +105,27 @@ class TierRouteSpec:
     hard: str
     contract: str | None = None
     enabled: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class CategoryRouteSpec:
+    """An alias whose target depends on the request's content category; ``default`` for any category not listed.
+
+    A target is a model, a virtual model or a tier alias (the category decides first, then easy/hard).
+    """
+
+    alias: str
+    targets: Mapping[str, str]  # category -> target name, only the categories given
+    default: str
+    contract: str | None = None
+    enabled: bool = True
+
+    def target_for(self, category: str) -> str:
+        return self.targets.get(category, self.default)
+
+    def target_names(self) -> tuple[str, ...]:
+        """Every target the route can choose, each once: the listed categories' then the default."""
+        return tuple(dict.fromkeys((*self.targets.values(), self.default)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +169,9 @@ class RoutingSettings:
     smart_routing_threshold: int = 4
     smart_routing_session_ttl_s: float = 1800.0
     smart_routing_keywords: tuple[str, ...] = ()  # empty: the classifier's built-in list
+    # (category, keywords) pairs replacing the category classifier's built-in lists; hashable for its cache
+    category_keywords: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    category_long_context_tokens: int = 32_000
     routing_enabled: bool = True
     routing_objective: str = "balanced"
     min_weight_fraction: float = 0.05
@@ -165,6 +192,7 @@ class RoutingTable:
     models: Mapping[str, ModelSpec] = field(default_factory=lambda: _frozen({}))
     virtual_models: Mapping[str, VirtualModelSpec] = field(default_factory=lambda: _frozen({}))
     tier_routes: Mapping[str, TierRouteSpec] = field(default_factory=lambda: _frozen({}))
+    category_routes: Mapping[str, CategoryRouteSpec] = field(default_factory=lambda: _frozen({}))
     contracts: Mapping[str, ContractSpec] = field(default_factory=lambda: _frozen({}))
     keys_by_hash: Mapping[str, KeySpec] = field(default_factory=lambda: _frozen({}))
     settings: RoutingSettings = field(default_factory=RoutingSettings)
@@ -177,6 +205,7 @@ class RoutingTable:
         models: list[ModelSpec] | tuple[ModelSpec, ...] = (),
         virtual_models: list[VirtualModelSpec] | tuple[VirtualModelSpec, ...] = (),
         tier_routes: list[TierRouteSpec] | tuple[TierRouteSpec, ...] = (),
+        category_routes: list[CategoryRouteSpec] | tuple[CategoryRouteSpec, ...] = (),
         contracts: list[ContractSpec] | tuple[ContractSpec, ...] = (),
         keys: list[KeySpec] | tuple[KeySpec, ...] = (),
         settings: RoutingSettings | None = None,
@@ -187,15 +216,18 @@ class RoutingTable:
             models=_frozen({m.name: m for m in models}),
             virtual_models=_frozen({v.source: v for v in virtual_models}),
             tier_routes=_frozen({t.alias: t for t in tier_routes}),
+            category_routes=_frozen({c.alias: c for c in category_routes}),
             contracts=_frozen({c.workload: c for c in contracts}),
             keys_by_hash=_frozen({k.secret_hash: k for k in keys}),
             settings=settings or RoutingSettings(),
         )
 
     def kind_of(self, name: str) -> str | None:
-        """``"tier"``, ``"virtual"``, ``"model"`` or None for a name a client may send as ``model``."""
+        """``"tier"``, ``"category"``, ``"virtual"``, ``"model"`` or None for a name a client may send as ``model``."""
         if name in self.tier_routes and self.tier_routes[name].enabled:
             return "tier"
+        if name in self.category_routes and self.category_routes[name].enabled:
+            return "category"
         if name in self.virtual_models and self.virtual_models[name].enabled:
             return "virtual"
         if name in self.models and self.models[name].enabled:
@@ -214,6 +246,9 @@ class RoutingTable:
         route = self.tier_routes.get(name)
         if route is not None:
             names = [route.easy, route.hard]
+        category_route = self.category_routes.get(name)
+        if category_route is not None:
+            names = list(category_route.target_names())
         virtual = self.virtual_models.get(name)
         if virtual is not None:
             names = [t.name for t in virtual.targets]
@@ -223,8 +258,9 @@ class RoutingTable:
         return tuple(seen.values())
 
     def public_names(self) -> tuple[str, ...]:
-        """Every name a client may use as ``model``: tier aliases, virtual models, concrete models."""
+        """Every name a client may use as ``model``: tier and category aliases, virtual models, concrete models."""
         names = [a for a, t in self.tier_routes.items() if t.enabled]
+        names += [a for a, c in self.category_routes.items() if c.enabled]
         names += [s for s, v in self.virtual_models.items() if v.enabled]
         names += [n for n, m in self.models.items() if m.enabled]
         return tuple(dict.fromkeys(names))
