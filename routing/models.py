@@ -18,6 +18,7 @@ from django.db import models
 from routing.config.provider_egress import egress_problems
 from routing.config.provider_keys import variable_refusal
 from routing.core.key_references import reference_variable
+from routing.core.limits import BUDGET_PERIODS
 from routing.core.table import CAPABILITIES, PROVIDER_KINDS, STRATEGIES
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,199}$")
@@ -331,10 +332,57 @@ def new_gateway_secret() -> str:
     return "gm-" + secrets.token_urlsafe(32)
 
 
-class GatewayKey(models.Model):
+class LimitFields(models.Model):
+    """Limits a key or a team carries; an empty field is no limit (docs/governance.md)."""
+
+    rpm = models.PositiveIntegerField(
+        null=True, blank=True, validators=[MinValueValidator(1)], verbose_name="requests per minute",
+        help_text="At most this many requests in any 60 seconds (all of them may arrive at once).",
+    )
+    tpm = models.PositiveIntegerField(
+        null=True, blank=True, validators=[MinValueValidator(1)], verbose_name="tokens per minute",
+        help_text="Requests are admitted while the answers of the last 60 seconds used fewer tokens than this.",
+    )
+    max_concurrency = models.PositiveIntegerField(
+        null=True, blank=True, validators=[MinValueValidator(1)],
+        help_text="Requests in flight at once (held until the answer, or the stream, ends).",
+    )
+    budget_usd = models.DecimalField(
+        max_digits=12, decimal_places=6, null=True, blank=True, validators=[MinValueValidator(0)],
+        verbose_name="budget (USD)", help_text="Requests are admitted while the period's spend is below this.",
+    )
+    budget_period = models.CharField(
+        max_length=5, choices=[(p, p) for p in BUDGET_PERIODS], default="month",
+        help_text="The budget's period in UTC: day, week (from Monday), month, or total (never resets).",
+    )
+
+    class Meta:
+        abstract = True
+
+
+class Team(LimitFields):
+    """Keys of one team share its limits and budget on top of their own."""
+
+    name = models.CharField(max_length=100, unique=True, validators=[validate_name])
+    allowed_models = models.JSONField(
+        default=list, blank=True, validators=[validate_string_list],
+        help_text="Empty: every model. A key of the team may call only models on this list (and on its own).",
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class GatewayKey(LimitFields):
     name = models.CharField(max_length=100, unique=True)
     prefix = models.CharField(max_length=12, editable=False, help_text="The first characters, to recognise a key.")
     secret_hash = models.CharField(max_length=64, unique=True, editable=False)
+    team = models.ForeignKey(Team, null=True, blank=True, on_delete=models.PROTECT, related_name="keys",
+                             help_text="The key's requests must also fit the team's limits and models.")
     allowed_models = models.JSONField(
         default=list, blank=True, validators=[validate_string_list], help_text="Empty: every model."
     )
@@ -347,6 +395,15 @@ class GatewayKey(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self) -> None:
+        team = self.team if self.team_id else None
+        if team is not None and team.allowed_models and isinstance(self.allowed_models, list) and self.allowed_models:
+            outside = [name for name in self.allowed_models if name not in team.allowed_models]
+            if outside:
+                raise ValidationError({"allowed_models": f"Not allowed for the team {team.name}: "
+                                                         f"{', '.join(outside)} (its models: "
+                                                         f"{', '.join(team.allowed_models)})."})
 
     def set_new_secret(self) -> str:
         """Generate a secret, keep its hash, and return it (the only time it is ever visible)."""

@@ -17,6 +17,7 @@ CONFIG_MODELS = (
     m.VirtualModelTarget,
     m.TierRoute,
     m.Contract,
+    m.Team,
     m.GatewayKey,
     m.RoutingSettings,
 )

@@ -24,6 +24,7 @@ from routing.api.body_check import check_body, check_nesting, check_tool_schemas
 from routing.api.gateway_auth import caller_of
 from routing.config.runtime import current_table
 from routing.core.features import extract_features
+from routing.core.limits import ERROR_CODES
 from routing.core.table import RoutingTable
 from routing.gateway import engine
 from routing.gateway.explain import explain_call
@@ -32,12 +33,16 @@ from routing.gateway.records import Call
 from routing.providers.errors import Inbound, client_error_body
 
 _parser = JSONParser()
+LIMIT_CODES = frozenset(ERROR_CODES.values())
 _renderer = JSONRenderer()
 
 
 def error_response(inbound: Inbound, exc: GatewayError, request_id: str | None = None) -> HttpResponse:
     """The error in the client's envelope, with its status and headers (Retry-After, X-Request-Id, ...)."""
     body = client_error_body(inbound, exc.status, exc.message, type=exc.type, code=exc.code, param=exc.param)
+    if inbound == "anthropic" and exc.code in LIMIT_CODES:
+        # Anthropic's envelope has no code; a limit's is kept so a client can tell a budget from a rate limit.
+        body["error"]["code"] = exc.code
     response = HttpResponse(_renderer.render(body), content_type="application/json", status=exc.status)
     for name, value in exc.headers.items():
         response[name] = value
@@ -146,7 +151,7 @@ async def models(request: HttpRequest) -> HttpResponseBase:
         key = caller_of(request, table).key
     except GatewayError as exc:
         return error_response(inbound, exc)
-    names = [n for n in table.public_names() if key is None or not key.allowed_models or n in key.allowed_models]
+    names = [n for n in table.public_names() if key is None or key.allows(n)]
     created = int(time.time())
     if inbound == "anthropic":
         data: dict[str, Any] = {

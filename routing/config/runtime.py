@@ -20,6 +20,7 @@ from django.db import close_old_connections
 from routing import models as m
 from routing.clients.egress import egress
 from routing.config.provider_keys import look_up
+from routing.core.limits import Limits
 from routing.core.table import (
     ContractSpec,
     KeySpec,
@@ -29,6 +30,7 @@ from routing.core.table import (
     RoutingTable,
     Secret,
     TargetRef,
+    TeamSpec,
     TierRouteSpec,
     VirtualModelSpec,
 )
@@ -74,6 +76,12 @@ def compile_settings(row: m.RoutingSettings | None) -> RoutingSettings:
 
 def compile_table(version: int) -> RoutingTable:
     """A RoutingTable from the database as it is now (runs in a thread, never on the event loop)."""
+def compile_limits(row: m.Team | m.GatewayKey) -> Limits:
+    """A key's or team's limits as the request path counts them."""
+    return Limits(rpm=row.rpm, tpm=row.tpm, max_concurrency=row.max_concurrency,
+                  budget_usd=_float(row.budget_usd), budget_period=row.budget_period or "month")
+
+
     providers: list[ProviderSpec] = []
     for provider in m.Provider.objects.prefetch_related("keys").filter(enabled=True):
         keys: list[Secret] = []
@@ -170,6 +178,10 @@ def compile_table(version: int) -> RoutingTable:
         KeySpec(
             id=row.id,
             name=row.name,
+    teams = {
+        row.id: TeamSpec(name=row.name, limits=compile_limits(row), allowed_models=frozenset(row.allowed_models or []))
+        for row in m.Team.objects.all()
+    }
             secret_hash=row.secret_hash,
             allowed_models=frozenset(row.allowed_models or []),
             expires_at=_timestamp(row.expires_at),
@@ -178,6 +190,8 @@ def compile_table(version: int) -> RoutingTable:
         for row in m.GatewayKey.objects.filter(revoked=False)
     ]
     if settings.GOMODEL_MASTER_KEY:
+            limits=compile_limits(row),
+            team=teams.get(row.team_id) if row.team_id is not None else None,
         gateway_keys.append(KeySpec(id=0, name="master", secret_hash=m.hash_secret(settings.GOMODEL_MASTER_KEY),
                                     is_master=True))
     return RoutingTable.build(

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from routing.core.limits import Limits, LimitScope
+
 CAPABILITIES = ("text", "image", "audio", "file", "tools", "json_schema", "reasoning")
 PROVIDER_KINDS = ("openai", "azure_openai", "anthropic", "gemini")
 STRATEGIES = ("round_robin", "weighted", "failover", "cost", "adaptive")
@@ -149,6 +151,15 @@ class ContractSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class TeamSpec:
+    """A team of gateway keys: limits its keys share, and the models they may use (empty: every model)."""
+
+    name: str
+    limits: Limits = field(default_factory=Limits)
+    allowed_models: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
 class KeySpec:
     """A gateway key as the request path sees it: only the hash of the secret is kept."""
 
@@ -159,6 +170,31 @@ class KeySpec:
     expires_at: float | None = None  # unix time
     revoked: bool = False
     is_master: bool = False
+    limits: Limits = field(default_factory=Limits)
+    team: TeamSpec | None = None
+    # The key's and its team's limits that are set, key first; derived once here, read on every request.
+    limit_scopes: tuple[LimitScope, ...] = field(default=(), compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        scopes = []
+        if not self.is_master:
+            if self.limits.active:
+                scopes.append(LimitScope("key", self.name, f"key:{self.id}", self.limits))
+            team = self.team
+            if team is not None and team.limits.active:
+                scopes.append(LimitScope("team", team.name, f"team:{team.name}", team.limits))
+        object.__setattr__(self, "limit_scopes", tuple(scopes))
+
+    @property
+    def team_name(self) -> str:
+        return "" if self.team is None else self.team.name
+
+    def allows(self, model: str) -> bool:
+        """Whether the key may call ``model``: it must be within the key's list and its team's."""
+        if self.allowed_models and model not in self.allowed_models:
+            return False
+        team = self.team
+        return team is None or not team.allowed_models or model in team.allowed_models
 
 
 @dataclass(frozen=True, slots=True)

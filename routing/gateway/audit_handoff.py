@@ -37,6 +37,9 @@ def build_event(call: Call, journey: Journey, elapsed_s: float) -> dict[str, Any
         "created_at": call.started_unix,
         "key_id": call.key.id if call.key else None,
         "key_name": call.key.name if call.key else "",
+        "team": call.key.team_name if call.key else "",
+        # The limit that refused the request with a 429, "<key|team>:<rpm|tpm|concurrency|budget>"; "" otherwise.
+        "limit": journey.limit_refused,
         "session_hash": session.value.split(":", 1)[1] if session is not None else None,
         "session_source": session.source if session is not None else None,
         "endpoint": call.inbound,

@@ -26,10 +26,11 @@ from routing.core.outcome import ErrorClass
 from routing.core.table import RoutingTable
 from routing.gateway.attempt_loop import AttemptLoop
 from routing.gateway.gateway_error import GatewayError
+from routing.gateway.governance import admit_limits, settle_limits, settle_limits_soon
 from routing.gateway.planning import TARGET_PIN_NAMESPACE, PlanInputs, plan_targets
 from routing.gateway.records import Call, Journey, Plan
 from routing.gateway.resolve import admit, request_contract
-from routing.gateway.responses import finish
+from routing.gateway.responses import RelayStream, finish
 from routing.gateway.state import state
 from routing.gateway.tiers import decide_tier
 from routing.ops import metrics
@@ -50,6 +51,7 @@ async def handle(call: Call) -> HttpResponse | StreamingHttpResponse:
         journey.error_message = exc.message
         exc.headers = {**journey.headers(call.request_id), **exc.headers}
         finish(call, journey)
+        await settle_limits(call, journey)
         raise
     except asyncio.CancelledError:
         # The client hung up (or the worker is stopping) before an answer: the decision and any attempt
@@ -58,11 +60,18 @@ async def handle(call: Call) -> HttpResponse | StreamingHttpResponse:
         journey.error_class = "ambiguous" if journey.attempts else "client_disconnected"
         journey.error_message = "the client disconnected before the answer"
         finish(call, journey)
+        settle_limits_soon(call, journey)  # this task is being cancelled: its concurrency slot must still return
         raise
+    except BaseException:
+        settle_limits_soon(call, journey)
+        raise
+    if not isinstance(response, RelayStream):  # a stream settles its limits when it ends (responses.py)
+        await settle_limits(call, journey)
     return response
 
 
 async def _route(call: Call, journey: Journey) -> HttpResponse | StreamingHttpResponse:
+    await admit_limits(call, journey)  # first: every answer to a limited key carries its x-ratelimit-* headers
     kind = admit(call)
     target, route_contract = journey.requested_model, None
     if kind == "tier":

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from routing.clients.limit_store import Admission
 from routing.core.answer import Answer, Usage
 from routing.core.classifier import Signal
 from routing.core.contracts import EffectiveContract
@@ -77,6 +78,10 @@ class Journey:
     deadline_ms: int | None = None
     operation_id: str | None = None
     replay_blob: bytes | None = None  # what a repeat of this idempotent request gets back
+    limits: Admission | None = None  # the key's and team's limits counted this request (routing.gateway.governance)
+    limits_settled: bool = False
+    limit_headers: dict[str, str] = field(default_factory=dict)  # OpenAI's x-ratelimit-* for a limited key
+    limit_refused: str = ""  # "<key|team>:<rpm|tpm|concurrency|budget>" when a limit refused the request
 
     def headers(self, request_id: str) -> dict[str, str]:
         out = {"X-Request-Id": request_id}
@@ -91,6 +96,8 @@ class Journey:
             out["X-GoModel-Cost-Usd"] = f"{self.cost:.8f}"
         if self.operation_id:
             out["X-GoModel-Operation-Id"] = self.operation_id
+        if self.limit_headers:
+            out.update(self.limit_headers)
         return out
 
 

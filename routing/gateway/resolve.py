@@ -27,8 +27,11 @@ def admit(call: Call) -> str:
         raise GatewayError(404, f"The model `{requested}` does not exist or you do not have access to it.",
                            code="model_not_found", param="model", error_class="permanent")
     key = call.key
-    if key is not None and key.allowed_models and requested not in key.allowed_models:
-        raise GatewayError(403, f"This key is not allowed to use the model `{requested}`.",
+    if key is not None and not key.allows(requested):
+        whose = "This key"
+        if key.team is not None and key.team.allowed_models and requested not in key.team.allowed_models:
+            whose = f"The team `{key.team.name}` of this key"
+        raise GatewayError(403, f"{whose} is not allowed to use the model `{requested}`.",
                            code="model_not_allowed", param="model", error_class="permanent")
     return kind
 

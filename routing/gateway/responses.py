@@ -22,7 +22,7 @@ from routing.core.ledger import execution_key
 from routing.core.outcome import AttemptOutcome, ErrorClass
 from routing.core.table import ModelSpec
 from routing.core.validate import ValidationRules, validate_answer
-from routing.gateway import audit_handoff
+from routing.gateway import audit_handoff, governance
 from routing.gateway.attempt import AttemptResult, LiveStream, model_cost
 from routing.gateway.json_schema import validate_instance
 from routing.gateway.planning import TARGET_PIN_NAMESPACE
@@ -220,6 +220,10 @@ async def stream_response(
                 _after_success(call, journey)
             finish(call, journey)
             if journey.operation_id:
+            if outcome.reason == "client_disconnected":
+                governance.settle_limits_soon(call, journey)  # this task may be cancelled again while it waits
+            else:
+                await governance.settle_limits(call, journey)
                 # Bytes reached the client: anything short of a complete stream is an unknown outcome.
                 complete = outcome.ok and kept_size[0] < MAX_REPLAY_BYTES
                 blob = stored_answer(b"".join(kept), "text/event-stream", headers) if complete else None
@@ -252,4 +256,6 @@ def finish(call: Call, journey: Journey) -> None:
         if record.outcome is not None and record.outcome.error_class is not None and record.cost:
             metrics.COST.labels(record.target).inc(record.cost)
 
+    if call.key is not None:
+        governance.count_usage(call.key, journey)
     audit_handoff.publish_event(call, journey, elapsed)

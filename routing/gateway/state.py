@@ -16,6 +16,7 @@ from routing.clients.pin_store import PinStore, make_pin_store
 from routing.core.health import HealthConfig, HealthRegistry
 from routing.core.retry import RetryBudget, RetryPolicy
 from routing.core.selector import RoundRobinState, SelectorConfig
+from routing.clients.limit_store import LimitStore, make_limit_store
 from routing.core.sessions import TtlLruStore
 from routing.core.table import RoutingTable
 
@@ -43,6 +44,7 @@ class GatewayState:
     def pins(self) -> PinStore:
         if self._pins is None:
             self._pins = make_pin_store(settings.REDIS_URL or None)
+    _limits: LimitStore | None = None
         return self._pins
 
     def rr_state(self, virtual_model: str) -> RoundRobinState:
@@ -55,6 +57,17 @@ class GatewayState:
         """Several keys of one provider are used in turn."""
         turn = self._key_turn.get(provider, 0)
         self._key_turn[provider] = turn + 1
+    @property
+    def limits(self) -> LimitStore:
+        """Where per-key and per-team limits are counted: Redis when ``REDIS_URL`` is set, else this process."""
+        if self._limits is None:
+            self._limits = make_limit_store(settings.REDIS_URL or None)
+        return self._limits
+
+    @property
+    def limits_in_redis_configured(self) -> bool:
+        return bool(settings.REDIS_URL)
+
         return turn % count
 
     def follow(self, table: RoutingTable) -> None:
@@ -85,7 +98,8 @@ class GatewayState:
         The request path's modules all hold this one object (``from routing.gateway.state import state``),
         so it is renewed in place rather than replaced; in-process tests start each case from here. Unlike
         ``reset`` it also drops the pin store, key turns, the table version followed and the random
-        generator. An open Redis pin store is the caller's to close first (``await state.pins.aclose()``).
+        generator. An open Redis pin store (or limit store) is the caller's to close first
+        (``await state.pins.aclose()``, ``await state.limits.aclose()``).
         """
         fresh = GatewayState()
         for spec in fields(GatewayState):

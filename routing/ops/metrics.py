@@ -176,6 +176,64 @@ ROUTING_LATENCY_ESTIMATE = Labelled(
     )
 )
 
+# Target health shared across processes and replicas through Redis (routing/gateway/shared_sync.py).
+SHARED_HEALTH_PUBLISHED = Labelled(
+    Counter(
+        "gomodel_shared_health_published_total",
+        "Health verdicts of this gateway sent to the other processes (open: a cooldown, close: a probe success).",
+        ["event"],
+    )
+)
+SHARED_HEALTH_ADOPTED = Labelled(
+    Counter(
+        "gomodel_shared_health_adopted_total",
+        "Health verdicts of other processes applied here (a later cooldown end, or a safe close).",
+        ["event"],
+    )
+)
+SHARED_STATE_OUTAGES = Counter(
+    "gomodel_shared_state_outages_total",
+    "Times a worker lost Redis for shared health and provider limits (it keeps them per process meanwhile).",
+)
+SHARED_STATE_UP = Gauge(
+    "gomodel_shared_state_redis_up",
+    "1 while every worker reaches Redis for shared health and provider limits, 0 while one does not.",
+    multiprocess_mode="livemin",
+)
+TARGET_LIMIT_SKIPS = Labelled(
+    Counter(
+        "gomodel_target_limit_skips_total",
+        "Targets skipped because their provider rpm or tpm for this account was reached, by target and reason.",
+        ["target", "reason"],
+    )
+)
+
+LIMIT_REJECTIONS = Labelled(
+    Counter(
+        "gomodel_limit_rejections_total",
+        "Requests refused with 429 by a key's or team's limit, by key, team and limit (rpm, tpm, concurrency, "
+        "budget).",
+        ["key", "team", "limit"],
+    )
+)
+SPEND = Labelled(
+    Counter("gomodel_spend_usd_total", "Upstream spend in USD by gateway key and team (failed attempts billed "
+            "by the provider included).", ["key", "team"])
+)
+TOKENS = Labelled(
+    Counter("gomodel_tokens_total", "Tokens the providers reported by gateway key, team and direction "
+            "(input, output).", ["key", "team", "direction"])
+)
+LIMIT_STORE_FALLBACK = Counter(
+    "gomodel_limit_store_fallback_total",
+    "Limit checks counted in this process because Redis was unreachable (REDIS_URL set).",
+)
+LIMIT_STORE_REDIS = Gauge(
+    "gomodel_limit_store_redis",
+    "1 while this process counts limits in Redis (shared by every process), 0 while it counts them itself.",
+    multiprocess_mode="min",
+)
+
 
 def metrics_view(request: HttpRequest) -> HttpResponse:
     """The Prometheus exposition; the sum over worker processes in multiprocess mode."""

@@ -1,0 +1,253 @@
+"""Per-key and per-team limits: what they are, the budget periods, and what an answer says about them.
+
+Pure: every function takes the time as a parameter. The counting itself (sliding logs, slots, spend) is in
+``routing.core.limit_ledger``; the stores in ``routing.clients.limit_store`` keep the counts in this process
+or in Redis and both decide with ``decide`` below (the Redis script mirrors it line for line).
+
+Semantics (docs/governance.md):
+
+- ``rpm N``: a sliding log of admission times; a request is admitted while fewer than N were admitted in
+  the last 60 seconds, so N requests arriving at once are all admitted and no 60-second window ever holds
+  more than N.
+- ``tpm N``: a sliding log of the tokens each answer really used, counted when the answer ends; a request
+  is admitted while the last 60 seconds hold fewer than N tokens.
+- ``max_concurrency N``: a slot held from admission until the answer ends (every path releases it).
+- ``budget_usd X`` per ``day``, ``week`` (from Monday), ``month`` (UTC) or ``total``: the spend of the
+  current period, counted when each answer ends; a request is admitted while it is below X.
+
+Tokens and spend are known only once an answer ends, so the counted tokens of a window (or the spend of a
+period) can exceed the limit by at most what the requests in flight at the moment it was last below the
+limit used: nothing is admitted while it is at or over the limit.
+"""
+
+from __future__ import annotations
+
+import calendar
+import math
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+WINDOW_S = 60.0
+BUDGET_PERIODS = ("day", "week", "month", "total")
+LIMIT_NAMES = ("rpm", "tpm", "concurrency", "budget")
+ERROR_CODES = {
+    "rpm": "rate_limit_exceeded",
+    "tpm": "rate_limit_exceeded",
+    "concurrency": "concurrency_limit_exceeded",
+    "budget": "budget_exceeded",
+}
+NANOS_PER_USD = 1_000_000_000  # spend is counted in integer nano-dollars: exact sums, no float drift
+TOTAL_BUDGET_RETRY_S = 3600  # a total budget never resets; the client is told to come back in an hour
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """One key's or team's limits; None means unlimited on that dimension."""
+
+    rpm: int | None = None
+    tpm: int | None = None
+    max_concurrency: int | None = None
+    budget_usd: float | None = None
+    budget_period: str = "month"
+
+    def __post_init__(self) -> None:
+        for name in ("rpm", "tpm", "max_concurrency"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ValueError(f"{name} must be a whole number of at least 1, got {value!r}")
+        if self.budget_usd is not None and not (self.budget_usd >= 0 and math.isfinite(self.budget_usd)):
+            raise ValueError(f"budget_usd must be 0 or more, got {self.budget_usd!r}")
+        if self.budget_period not in BUDGET_PERIODS:
+            raise ValueError(f"budget_period must be one of {', '.join(BUDGET_PERIODS)}, got {self.budget_period!r}")
+
+    @property
+    def active(self) -> bool:
+        return any(v is not None for v in (self.rpm, self.tpm, self.max_concurrency, self.budget_usd))
+
+    @property
+    def budget_nanos(self) -> int | None:
+        return None if self.budget_usd is None else round(self.budget_usd * NANOS_PER_USD)
+
+
+@dataclass(frozen=True, slots=True)
+class LimitScope:
+    """Whose limits: a key (``ident`` ``key:<id>``) or a team (``team:<name>``); counted under ``ident``."""
+
+    kind: str  # "key" or "team"
+    name: str
+    ident: str
+    limits: Limits
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeCounts:
+    """What a store counted for one scope at ``now``, before this request is added.
+
+    Times are seconds on the store's clock (``now`` is on the same clock). ``tokens_retry_s`` is when the
+    token window falls below the limit again (only computed when it is at or over it).
+    """
+
+    requests: int = 0
+    oldest_request_s: float | None = None
+    tokens: int = 0
+    oldest_tokens_s: float | None = None
+    tokens_retry_s: float | None = None
+    slots: int = 0
+    spend_nanos: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    scope: LimitScope
+    limit: str  # one of LIMIT_NAMES
+    retry_after_s: float
+
+    @property
+    def code(self) -> str:
+        return ERROR_CODES[self.limit]
+
+    def message(self) -> str:
+        who = f'{self.scope.kind} "{self.scope.name}"'
+        limits = self.scope.limits
+        if self.limit == "rpm":
+            return f"Rate limit reached for {who}: {limits.rpm} requests per minute. Retry after the Retry-After delay."
+        if self.limit == "tpm":
+            return f"Rate limit reached for {who}: {limits.tpm} tokens per minute. Retry after the Retry-After delay."
+        if self.limit == "concurrency":
+            return (f"Concurrency limit reached for {who}: {limits.max_concurrency} requests in flight at once. "
+                    "Retry when one of them has finished.")
+        period = "in total" if limits.budget_period == "total" else f"per {limits.budget_period}"
+        end = ("; it does not reset" if limits.budget_period == "total"
+               else f"; it resets at the start of the next {limits.budget_period} (UTC)")
+        return f"Budget exceeded for {who}: {limits.budget_usd:g} USD {period}{end}."
+
+
+def decide(scopes: tuple[LimitScope, ...], counts: tuple[ScopeCounts, ...], now: float,
+           period_end: tuple[float | None, ...]) -> Refusal | None:
+    """The first limit this request would break (keys before teams; budget, rpm, tpm, concurrency), or None.
+
+    ``period_end[i]`` is when scope i's budget period ends (None for ``total``). The Retry-After of the
+    refusal is the longest wait over every limit that refuses, so a client that waits it is not refused
+    again by another one.
+    """
+    refusals: list[Refusal] = []
+    for scope, count, end in zip(scopes, counts, period_end, strict=True):
+        limits = scope.limits
+        budget = limits.budget_nanos
+        if budget is not None and count.spend_nanos >= budget:
+            wait = TOTAL_BUDGET_RETRY_S if end is None else max(end - now, 1.0)
+            refusals.append(Refusal(scope, "budget", wait))
+        if limits.rpm is not None and count.requests >= limits.rpm:
+            oldest = count.oldest_request_s
+            refusals.append(Refusal(scope, "rpm", WINDOW_S if oldest is None else oldest + WINDOW_S - now))
+        if limits.tpm is not None and count.tokens >= limits.tpm:
+            retry = count.tokens_retry_s
+            refusals.append(Refusal(scope, "tpm", WINDOW_S if retry is None else retry - now))
+        if limits.max_concurrency is not None and count.slots >= limits.max_concurrency:
+            refusals.append(Refusal(scope, "concurrency", 1.0))
+    if not refusals:
+        return None
+    first = refusals[0]
+    return Refusal(first.scope, first.limit, max(r.retry_after_s for r in refusals))
+
+
+def retry_after_header(seconds: float) -> str:
+    """Retry-After in whole seconds, at least 1 (a client that retries at once would be refused again)."""
+    return str(max(1, math.ceil(seconds - 1e-9)))
+
+
+# -- budget periods (UTC) -------------------------------------------------------------------------------------
+
+def period_bounds(period: str, now_unix: float) -> tuple[float, float | None]:
+    """The (start, end) unix times of the budget period holding ``now_unix``; end None for ``total``."""
+    if period == "total":
+        return 0.0, None
+    moment = datetime.fromtimestamp(now_unix, tz=UTC)
+    day = moment.replace(hour=0, minute=0, second=0, microsecond=0)
+    if period == "day":
+        start, end = day, day + timedelta(days=1)
+    elif period == "week":
+        start = day - timedelta(days=day.weekday())  # ISO weeks start on Monday
+        end = start + timedelta(days=7)
+    elif period == "month":
+        start = day.replace(day=1)
+        days = calendar.monthrange(start.year, start.month)[1]
+        end = start + timedelta(days=days)
+    else:
+        raise ValueError(f"unknown budget period {period!r}")
+    return start.timestamp(), end.timestamp()
+
+
+def period_id(period: str, now_unix: float) -> str:
+    """A name for the budget period holding ``now_unix``: ``day:2026-12-01``, ``week:2026-11-30``,
+    ``month:2026-12``, ``total``. Spend is counted under it, so a new period starts from zero."""
+    if period == "total":
+        return "total"
+    start, _ = period_bounds(period, now_unix)
+    moment = datetime.fromtimestamp(start, tz=UTC)
+    return f"{period}:{moment:%Y-%m}" if period == "month" else f"{period}:{moment:%Y-%m-%d}"
+
+
+# -- OpenAI's rate-limit headers ------------------------------------------------------------------------------
+
+def format_reset(seconds: float) -> str:
+    """A duration as OpenAI writes ``x-ratelimit-reset-*``: ``20ms``, ``6s``, ``1m0s``, ``1h2m3s``."""
+    if seconds <= 0:
+        return "0s"
+    if seconds < 1:
+        return f"{max(1, math.ceil(seconds * 1000 - 1e-6))}ms"
+    whole = math.ceil(seconds - 1e-9)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes}m{secs}s"
+    if minutes:
+        return f"{minutes}m{secs}s"
+    return f"{secs}s"
+
+
+@dataclass(frozen=True, slots=True)
+class Standing:
+    """Where a request leaves one dimension (requests or tokens) of its tightest scope, for the headers."""
+
+    limit: int
+    remaining: int
+    reset_s: float
+
+
+def standings(scopes: tuple[LimitScope, ...], counts: tuple[ScopeCounts, ...], now: float,
+              admitted: bool) -> tuple[Standing | None, Standing | None]:
+    """(requests, tokens): the scope with the least room on each dimension, counting this request when
+    ``admitted``. None for a dimension no scope limits.
+
+    ``reset`` is when the room next grows: the oldest counted request (or token entry) leaves the window.
+    """
+    requests: Standing | None = None
+    tokens: Standing | None = None
+    for scope, count in zip(scopes, counts, strict=True):
+        limits = scope.limits
+        if limits.rpm is not None:
+            used = count.requests + (1 if admitted else 0)
+            oldest = count.oldest_request_s if count.oldest_request_s is not None else (now if admitted else None)
+            reset = 0.0 if oldest is None else max(0.0, oldest + WINDOW_S - now)
+            standing = Standing(limits.rpm, max(0, limits.rpm - used), reset)
+            if requests is None or standing.remaining < requests.remaining:
+                requests = standing
+        if limits.tpm is not None:
+            oldest = count.oldest_tokens_s
+            reset = 0.0 if oldest is None else max(0.0, oldest + WINDOW_S - now)
+            standing = Standing(limits.tpm, max(0, limits.tpm - count.tokens), reset)
+            if tokens is None or standing.remaining < tokens.remaining:
+                tokens = standing
+    return requests, tokens
+
+
+def rate_limit_headers(requests: Standing | None, tokens: Standing | None) -> dict[str, str]:
+    """OpenAI's ``x-ratelimit-*`` headers for the dimensions that are limited."""
+    out: dict[str, str] = {}
+    for word, standing in (("requests", requests), ("tokens", tokens)):
+        if standing is not None:
+            out[f"x-ratelimit-limit-{word}"] = str(standing.limit)
+            out[f"x-ratelimit-remaining-{word}"] = str(standing.remaining)
+            out[f"x-ratelimit-reset-{word}"] = format_reset(standing.reset_s)
+    return out
