@@ -302,17 +302,73 @@ class ContractAdmin(VersionedAdmin):
 # ----------------------------------------------------------------------------------------------------------
 
 
+LIMIT_FIELDS = ("rpm", "tpm", "max_concurrency", "budget_usd", "budget_period")
+
+
+def _limits_summary(obj: m.Team | m.GatewayKey) -> str:
+    parts = [f"{obj.rpm} rpm" if obj.rpm else "", f"{obj.tpm} tpm" if obj.tpm else "",
+             f"{obj.max_concurrency} at once" if obj.max_concurrency else "",
+             f"{obj.budget_usd:f}".rstrip("0").rstrip(".") + f" USD/{obj.budget_period}"
+             if obj.budget_usd is not None else ""]
+    return ", ".join(p for p in parts if p) or "none"
+
+
+def _usage(scope_kind: str, obj: m.Team | m.GatewayKey) -> str:
+    from routing.config.runtime import compile_limits
+    from routing.core.limits import LimitScope
+    from routing.gateway.limit_view import render_usage
+
+    if not obj.pk:
+        return "-"
+    limits = compile_limits(obj)
+    ident = f"key:{obj.pk}" if scope_kind == "key" else f"team:{obj.name}"
+    return render_usage(LimitScope(scope_kind, obj.name, ident, limits))
+
+
+@admin.register(m.Team)
+class TeamAdmin(VersionedAdmin):
+    list_display = ("name", "limits", "allowed", "updated_at")
+    search_fields = ("name",)
+    readonly_fields = ("usage",)
+    fields = ("name", "allowed_models", *LIMIT_FIELDS, "usage")
+
+    @admin.display(description="limits")
+    def limits(self, obj: m.Team) -> str:
+        return _limits_summary(obj)
+
+    @admin.display(description="allowed models")
+    def allowed(self, obj: m.Team) -> str:
+        return ", ".join(obj.allowed_models) if obj.allowed_models else "all"
+
+    @admin.display(description="usage and remaining budget")
+    def usage(self, obj: m.Team) -> str:
+        return _usage("team", obj)
+
+
 @admin.register(m.GatewayKey)
 class GatewayKeyAdmin(VersionedAdmin):
-    list_display = ("name", "prefix", "allowed", "expires_at", "revoked", "created_at")
-    list_filter = ("revoked",)
+    list_display = ("name", "prefix", "team", "allowed", "limits", "expires_at", "revoked", "created_at")
+    list_filter = ("revoked", "team")
     search_fields = ("name", "prefix")
-    readonly_fields = ("prefix", "created_at")
-    fields = ("name", "prefix", "allowed_models", "expires_at", "revoked", "created_at")
+    readonly_fields = ("prefix", "created_at", "usage", "team_usage")
+    fields = ("name", "prefix", "team", "allowed_models", *LIMIT_FIELDS, "usage", "team_usage", "expires_at",
+              "revoked", "created_at")
 
     @admin.display(description="allowed models")
     def allowed(self, obj: m.GatewayKey) -> str:
         return ", ".join(obj.allowed_models) if obj.allowed_models else "all"
+
+    @admin.display(description="limits")
+    def limits(self, obj: m.GatewayKey) -> str:
+        return _limits_summary(obj)
+
+    @admin.display(description="usage and remaining budget")
+    def usage(self, obj: m.GatewayKey) -> str:
+        return _usage("key", obj)
+
+    @admin.display(description="the team's usage and remaining budget")
+    def team_usage(self, obj: m.GatewayKey) -> str:
+        return _usage("team", obj.team) if obj.pk and obj.team is not None else "-"
 
     def save_model(self, request: HttpRequest, obj: m.GatewayKey, form: Any, change: bool) -> None:
         secret = None if change else obj.set_new_secret()

@@ -16,6 +16,7 @@ from django.db import transaction
 from routing import models as m
 from routing.config.file.dump import dump_config
 from routing.config.file.schema import SETTINGS_FIELDS
+from routing.config.file.teams import apply_teams
 from routing.config.provider_egress import EGRESS_FIELDS
 
 
@@ -145,6 +146,8 @@ def _apply(canonical: Mapping[str, Any], before: Mapping[str, Any], *, prune: bo
 
     if "settings" in canonical or prune:
         wanted = canonical.get("settings", {})
+    apply_teams(canonical.get("teams", []), before.get("teams", []), prune=prune)
+
         if wanted != before.get("settings", {}):
             row = m.RoutingSettings.load()
             for key in SETTINGS_FIELDS:

@@ -13,6 +13,7 @@ import yaml
 
 from routing import models as m
 from routing.config.file.schema import SETTINGS_FIELDS
+from routing.config.file.teams import dump_teams
 from routing.config.provider_egress import EGRESS_FIELDS
 
 
@@ -137,8 +138,9 @@ def dump_config() -> dict[str, Any]:
     routes = {r.alias: _route_entry(r) for r in m.TierRoute.objects.select_related("contract").order_by("id")}
     contracts = [_contract_entry(c) for c in m.Contract.objects.order_by("id")]
     settings_ = _settings_entry()
+    teams = dump_teams()
     for key, value in (("providers", providers), ("models", models_), ("virtual_models", virtual),
-                       ("tier_routes", routes), ("contracts", contracts), ("settings", settings_)):
+                       ("tier_routes", routes), ("contracts", contracts), ("teams", teams), ("settings", settings_)):
         if value:
             out[key] = value
     return out

@@ -25,6 +25,7 @@ from routing.config.file.checks import (
 )
 from routing.config.file.contract import _parse_contract
 from routing.config.file.schema import SECTIONS, SETTINGS_FIELDS, ConfigError
+from routing.config.file.teams import parse_team
 from routing.config.provider_egress import EGRESS_FIELDS, egress_problems
 from routing.config.provider_keys import look_up
 from routing.core.graph import check_virtual_graph
@@ -92,6 +93,9 @@ def parse_config(data: Mapping[str, Any]) -> dict[str, Any]:
             continue
         routes[str(alias)] = _parse_route(chk, path, entry, contract_names)
 
+    teams = [parse_team(chk, path, entry) for path, entry in _entries(chk, data, "teams")]
+    _check_duplicates(chk, "teams", [t["name"] for t in teams], "name")
+
     settings_out = _parse_settings(chk, data)
     _check_names_and_graph(chk, model_names, virtual, routes)
 
@@ -107,6 +111,8 @@ def parse_config(data: Mapping[str, Any]) -> dict[str, Any]:
         out["tier_routes"] = routes
     if contracts:
         out["contracts"] = contracts
+    if teams:
+        out["teams"] = teams
     if settings_out:
         out["settings"] = settings_out
     return out
