@@ -28,6 +28,8 @@ django.setup(set_prefix=False)
 from gomodel_site.static_files import static_files_app, static_prefix  # noqa: E402
 from routing.api.django_handler import BoundedASGIHandler, ProxyASGIHandler  # noqa: E402
 from routing.api.relay_handler import RelayHandler  # noqa: E402
+from routing.config.runtime import current_table  # noqa: E402
+from routing.gateway.state import state as gateway_state  # noqa: E402
 from routing.ops.shutdown import drain, start_serving, stop_gateway  # noqa: E402
 from routing.ops.startup import start_gateway  # noqa: E402
 
@@ -58,9 +60,14 @@ async def _lifespan(receive, send):  # type: ignore[no-untyped-def]
         message = await receive()
         if message["type"] == "lifespan.startup":
             await start_serving()
+            # Follow the routing table now rather than at the first request: with REDIS_URL this starts the
+            # task that shares cooldowns, lockouts and provider-limit counts (routing/gateway/shared_sync.py),
+            # and reads the verdicts still in force (its first poll) while the server starts accepting.
+            gateway_state.follow(current_table())
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
             await stop_gateway()
+            await gateway_state.stop_sharing()
             await send({"type": "lifespan.shutdown.complete"})
             return
 

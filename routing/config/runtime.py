@@ -128,6 +128,8 @@ def compile_limits(row: m.Team | m.GatewayKey) -> Limits:
             capabilities=frozenset(row.capabilities or ["text"]),
             model_class=row.model_class,
             enabled=row.enabled and row.provider.name in enabled_providers,
+            rpm=row.rpm,
+            tpm=row.tpm,
         )
         for row in m.ProviderModel.objects.select_related("provider")
     ]

@@ -33,6 +33,19 @@ class CooldownStarted:
     level: int  # trips since the breaker last closed, this one included
 
 
+@dataclass(frozen=True, slots=True)
+class BreakerClosed:
+    """What a target's health reports when a half-open probe's success closed its breaker."""
+
+    target: str
+    probe_started: float  # when the probe that closed it started, on the caller's clock
+
+
+# What a TargetHealth tells its listener (the shared health publisher): a cooldown started or was extended by
+# an explicit verdict (Retry-After, lockout), or the breaker closed after a probe.
+HealthChange = CooldownStarted | BreakerClosed
+
+
 def failure_kind(outcome: AttemptOutcome) -> FailureKind | None:
     """How a failed outcome counts against its target; None when it says nothing about the target.
 

@@ -38,14 +38,16 @@ side (status words, Vitals, TargetStateView) in ``vitals``; every name stays imp
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Literal
 
 from routing.core.cooldown import (
     LOCKOUT_STATUSES,
     RATE_LIMIT_STATUSES,
+    BreakerClosed,
     CooldownStarted,
     FailureKind,
+    HealthChange,
     Trigger,
     failure_kind,
 )
@@ -61,9 +63,12 @@ __all__ = [
     "PROBING",
     "RATE_LIMIT_STATUSES",
     "Admission",
+    "BreakerClosed",
     "CooldownStarted",
     "FailureKind",
+    "HealthChange",
     "HealthConfig",
+    "HealthListener",
     "HealthRegistry",
     "Status",
     "TargetHealth",
@@ -74,6 +79,7 @@ __all__ = [
 ]
 
 Admission = Literal["attempt", "probe", "refused"]
+HealthListener = Callable[[HealthChange], None]
 
 
 class TargetHealth(PeakEwmaLatency):
@@ -81,6 +87,10 @@ class TargetHealth(PeakEwmaLatency):
 
     The engine's side of the contract, per attempt: ``begin`` (refused while cooling or when no probe slot is
     free), ``record`` with the outcome (at the first byte for a stream), ``end`` when the attempt is over.
+
+    Other processes' verdicts arrive through ``adopt_cooldown`` and ``adopt_close`` (the shared health store);
+    ``listener``, when set, hears this process's own: every cooldown started or extended by an explicit
+    verdict, and every close by a probe. It is called synchronously, so it must only hand the change on.
     """
 
     __slots__ = (
@@ -95,17 +105,22 @@ class TargetHealth(PeakEwmaLatency):
         "_invalid_run",
         "_probe_leases",
         "_probe_successes",
+        "listener",
+        "opened_at",
+        "shared_origin",
     )
 
-    def __init__(self, name: str, config: HealthConfig | None = None) -> None:
+    def __init__(self, name: str, config: HealthConfig | None = None, listener: HealthListener | None = None) -> None:
         self.name = name
         self.config = config or HealthConfig()
+        self.listener = listener
         self.reset()
 
     def reset(self) -> None:
         """Forget everything learned: healthy, unmeasured, nothing in flight. The object stays the same."""
         self.latency_estimate_s: float | None = None  # None until the first sample
         self.last_sample_at: float | None = None
+        self.observations = 0  # latency samples since added or reset: fewer than N earn the cold-start bonus
         self.in_flight = 0
         self.cooldown_until: float | None = None  # None: breaker closed
         self.cooldown_level = 0  # trips since the breaker last closed; drives the doubling
@@ -115,6 +130,8 @@ class TargetHealth(PeakEwmaLatency):
         self._invalid_run = 0
         self._probe_leases: list[float] = []  # when each outstanding half-open probe started
         self._probe_successes = 0
+        self.opened_at: float | None = None  # the latest failure verdict behind the open breaker (own or adopted)
+        self.shared_origin: str | None = None  # the process whose verdict the open breaker follows; None: own
 
     # -- reading -------------------------------------------------------------------------------------------
 
@@ -159,6 +176,7 @@ class TargetHealth(PeakEwmaLatency):
             status=self.status(now),
             available=self.available(now),
             latency_estimate_s=self.latency_estimate_s,
+            observations=self.observations,
             in_flight=self.in_flight,
             cooldown_until=self.cooldown_until,
             cooldown_level=self.cooldown_level,
@@ -241,18 +259,37 @@ class TargetHealth(PeakEwmaLatency):
             return self._trip("failures", kind, outcome, now)
         return None
 
-    def adopt_cooldown(self, until: float, now: float, *, reason: str = "shared") -> None:
-        """Open the breaker until ``until`` because another process did (shared cooldown store).
+    def adopt_cooldown(self, until: float, now: float, *, reason: str = "shared", origin: str | None = None) -> bool:
+        """Open the breaker until ``until`` because another process did (shared cooldown store); True if adopted.
 
-        Never shortens a cooldown this process already has.
+        Never shortens a cooldown this process already has: the later end wins. ``origin`` names the process
+        whose verdict this is (shown by the admin). The listener is not told: the change is not this process's.
         """
         if until <= now or (self.cooldown_until is not None and until <= self.cooldown_until):
-            return
+            return False
         if self.cooldown_until is None:
             self.cooldown_level += 1
         self.cooldown_until = until
         self.last_error_reason = reason
+        self.opened_at = now
+        self.shared_origin = origin
         self._open_reset()
+        return True
+
+    def adopt_close(self, probe_started: float, now: float) -> bool:
+        """Close the breaker because another process's half-open probe succeeded; True if it closed.
+
+        Only when that is safe: this breaker's own cooldown is over (it is probing, so nothing is shortened)
+        and the probe started after the latest failure verdict this process holds (``opened_at``); a newer
+        failure here outweighs an older success elsewhere.
+        """
+        until = self.cooldown_until
+        if until is None or now < until:
+            return False
+        if self.opened_at is not None and probe_started < self.opened_at:
+            return False
+        self._close()
+        return True
 
     def _record_success(self, latency_s: float, now: float) -> None:
         self.observe_latency(latency_s, now)
@@ -263,10 +300,18 @@ class TargetHealth(PeakEwmaLatency):
             return  # healthy: nothing to reset; cooling: a straggler from before the trip proves nothing
         self._probe_successes += 1
         if self._probe_successes >= self.config.successes_to_close:
-            self.cooldown_until = None
-            self.cooldown_level = 0
-            self._probe_leases = []
-            self._probe_successes = 0
+            probe_started = min(self._probe_leases, default=now)
+            self._close()
+            if self.listener is not None:
+                self.listener(BreakerClosed(self.name, probe_started))
+
+    def _close(self) -> None:
+        self.cooldown_until = None
+        self.cooldown_level = 0
+        self._probe_leases = []
+        self._probe_successes = 0
+        self.opened_at = None
+        self.shared_origin = None
 
     def _duration(self, kind: FailureKind, outcome: AttemptOutcome, level: int) -> float:
         config = self.config
@@ -279,8 +324,10 @@ class TargetHealth(PeakEwmaLatency):
         duration = self._duration(kind, outcome, self.cooldown_level)
         self.cooldown_level += 1
         self.cooldown_until = now + duration
+        self.opened_at = now
+        self.shared_origin = None
         self._open_reset()
-        return CooldownStarted(
+        started = CooldownStarted(
             target=self.name,
             trigger=trigger,
             reason=outcome.reason,
@@ -288,6 +335,9 @@ class TargetHealth(PeakEwmaLatency):
             until=self.cooldown_until,
             level=self.cooldown_level,
         )
+        if self.listener is not None:
+            self.listener(started)
+        return started
 
     def _extend(self, kind: FailureKind, outcome: AttemptOutcome, now: float) -> None:
         # The doubling level is not advanced: this failure belongs to the burst that already tripped it.
@@ -300,6 +350,17 @@ class TargetHealth(PeakEwmaLatency):
             return
         if self.cooldown_until is not None and until > self.cooldown_until:
             self.cooldown_until = until
+            self.opened_at = now
+            self.shared_origin = None
+            if self.listener is not None:
+                self.listener(CooldownStarted(
+                    target=self.name,
+                    trigger="lockout" if kind == "lockout" else "rate_limited",
+                    reason=outcome.reason,
+                    duration_s=until - now,
+                    until=until,
+                    level=self.cooldown_level,
+                ))
 
     def _open_reset(self) -> None:
         self._transient_run = 0
@@ -322,7 +383,7 @@ class HealthRegistry:
     only a safety net: a dropped target that a candidate still holds would stop seeing new outcomes.
     """
 
-    __slots__ = ("_config", "_targets", "_max_targets")
+    __slots__ = ("_config", "_targets", "_max_targets", "_listener")
 
     def __init__(self, config: HealthConfig | None = None, *, max_targets: int = 4096) -> None:
         if max_targets < 1:
@@ -330,6 +391,13 @@ class HealthRegistry:
         self._config = config or HealthConfig()
         self._targets: OrderedDict[str, TargetHealth] = OrderedDict()
         self._max_targets = max_targets
+        self._listener: HealthListener | None = None
+
+    def listen(self, listener: HealthListener | None) -> None:
+        """Tell ``listener`` every target's own health changes (see ``TargetHealth.listener``), or stop."""
+        self._listener = listener
+        for health in self._targets.values():
+            health.listener = listener
 
     @property
     def config(self) -> HealthConfig:
@@ -339,7 +407,7 @@ class HealthRegistry:
         """The target's health, created healthy on first use."""
         health = self._targets.get(name)
         if health is None:
-            health = TargetHealth(name, self._config)
+            health = TargetHealth(name, self._config, self._listener)
             self._targets[name] = health
             if len(self._targets) > self._max_targets:
                 self._targets.popitem(last=False)

@@ -80,6 +80,7 @@ class AttemptLoop:
         self.translation_error: TranslationError | None = None
         self.deadline_exhausted = False
         self.cooling_until: float | None = None  # the earliest end of a cooldown that refused a candidate
+        self.limited_for: float | None = None  # the shortest wait of a candidate skipped at its provider's limit
 
     async def run(self) -> Response:
         state.retry_budget.record_request(time.monotonic())
@@ -87,7 +88,7 @@ class AttemptLoop:
             model = self.models[self.index]
             health = state.health.get(model.name)
             allowance = AttemptAllowance.for_target(health.latency_estimate_s)
-            admission = self._launchable(health, allowance)
+            admission = self._launchable(model, health, allowance)
             if admission is None:
                 self.index += 1
                 continue
@@ -114,8 +115,12 @@ class AttemptLoop:
                 break
         self._give_up()
 
-    def _launchable(self, health: TargetHealth, allowance: AttemptAllowance) -> str | None:
-        """The breaker's admission ("admitted" or "probe"), or None when this candidate is skipped."""
+    def _launchable(self, model: ModelSpec, health: TargetHealth, allowance: AttemptAllowance) -> str | None:
+        """The breaker's admission ("admitted" or "probe"), or None when this candidate is skipped.
+
+        An admitted attempt is counted against its provider's rpm here, at dispatch; a model whose minute is
+        used up (by requests planned alongside this one) is skipped like a cooling one.
+        """
         now = time.monotonic()
         # The primary attempt always goes out while time remains (the client chose the deadline); a
         # retry or fallback only when it can still finish. A faster candidate further down may fit.
@@ -131,6 +136,13 @@ class AttemptLoop:
             until = health.cooldown_until
             if until is not None:
                 self.cooling_until = until if self.cooling_until is None else min(self.cooling_until, until)
+            return None
+        limit = state.quotas.dispatch(model.name, now)
+        if limit is not None:
+            health.end(now, probe=admission == "probe")
+            metrics.TARGET_LIMIT_SKIPS.labels(model.name, limit).inc()
+            wait = state.quotas.retry_after_s(model.name, now)
+            self.limited_for = wait if self.limited_for is None else min(self.limited_for, wait)
             return None
         return admission
 
@@ -194,6 +206,8 @@ class AttemptLoop:
         record.ttfb_s = result.ttfb_s
         record.usage = result.usage
         record.cost = model_cost(model, result.usage) if result.usage else None
+        if result.usage is not None:
+            state.quotas.add_tokens(model.name, result.usage.total_tokens, time.monotonic())
         if outcome.ok:
             record.validation = "accepted"
         elif result.verdict is not None and not result.verdict.ok:
@@ -280,6 +294,11 @@ class AttemptLoop:
             raise GatewayError(503, f"`{self.journey.target_name}` is cooling down after upstream errors; retry in "
                                     f"{wait}s.", code="all_targets_cooling", headers={"Retry-After": str(wait)},
                                error_class="transient")
+        if self.limited_for is not None and not self.deadline_exhausted:
+            wait = max(1, math.ceil(self.limited_for))
+            raise GatewayError(503, f"`{self.journey.target_name}` has used its provider's requests or tokens per "
+                                    f"minute; retry in {wait}s.", code="provider_limit_reached",
+                               headers={"Retry-After": str(wait)}, error_class="transient")
         metrics.DEADLINE_EXHAUSTED.inc()
         raise GatewayError(504, "The deadline ran out before any upstream attempt could be made.",
                            code="deadline_exceeded", error_class="transient")

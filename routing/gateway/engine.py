@@ -202,6 +202,11 @@ def _no_candidates(plan: Plan, target: str) -> NoReturn:
         wait = max(1, math.ceil(plan.retry_after_s))
         raise GatewayError(503, f"Every target of `{target}` is cooling down after errors; retry in {wait}s.",
                            code="all_targets_cooling", headers={"Retry-After": str(wait)}, error_class="transient")
+    if plan.limit_retry_after_s is not None:
+        wait = max(1, math.ceil(plan.limit_retry_after_s))
+        raise GatewayError(503, f"Every eligible target of `{target}` has used its provider's requests or tokens per "
+                                f"minute; retry in {wait}s.", code="provider_limit_reached",
+                           headers={"Retry-After": str(wait)}, error_class="transient")
     if plan.rejected:
         reasons = sorted({reason for _name, reason in plan.rejected})
         raise GatewayError(400, f"No model behind `{target}` can serve this request: {', '.join(reasons)}.",

@@ -1,8 +1,10 @@
 """From a target name to the ordered list of concrete models to try, and why.
 
 A concrete model is its own plan. A virtual model first drops the targets that cannot meet the request's
-contract (modalities, context, tools, schema, class, cost), then lets its strategy pick among the rest; the
-pick comes first and the others form the failover chain. Nested virtual models are planned recursively.
+contract (modalities, context, tools, schema, class, cost) and the models whose provider rpm/tpm for this
+account is used up in the last minute (skipped like a cooling target, listed with ``at_provider_rpm`` or
+``at_provider_tpm``), then lets its strategy pick among the rest; the pick comes first and the others form the
+failover chain. Nested virtual models are planned recursively.
 """
 
 from __future__ import annotations
@@ -12,10 +14,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from routing.core.contracts import EffectiveContract, filter_candidates
+from routing.core.provider_limits import LIMIT_REASONS
 from routing.core.selector import Candidate, select
 from routing.core.table import ModelSpec, RoutingTable
 from routing.gateway.records import Plan, SelectionRecord
 from routing.gateway.state import GatewayState
+from routing.ops import metrics
 
 TARGET_PIN_NAMESPACE = "target"
 
@@ -47,7 +51,8 @@ def _plan_into(name: str, inputs: PlanInputs, state: GatewayState, plan: Plan, d
         if model.enabled:
             eligible, rejected = filter_candidates([model], inputs.contract)
             plan.rejected.extend(rejected)
-            plan.models.extend(eligible)
+            if eligible and _at_limit(model.name, inputs, state, plan) is None:
+                plan.models.extend(eligible)
         return
     virtual = table.virtual_models.get(name)
     if virtual is None or not virtual.enabled or depth > 8:
@@ -66,13 +71,19 @@ def _plan_into(name: str, inputs: PlanInputs, state: GatewayState, plan: Plan, d
             record.skipped.append((target.name, reason))
             plan.rejected.extend(rejected)
             continue
+        limit = _at_limit(target.name, inputs, state, plan) if target.name in table.models else None
+        if limit is not None:
+            record.skipped.append((target.name, limit))
+            continue
         price = _price(target.name, table)
         candidates.append(
             Candidate(name=target.name, health=state.health.get(target.name), weight=target.weight, price=price)
         )
 
     if not candidates:
-        record.why = "no target meets the request's contract"
+        limited = any(reason in LIMIT_REASONS for _name, reason in record.skipped)
+        record.why = "every eligible target is at its provider's limit" if limited else \
+            "no target meets the request's contract"
         plan.records.append(record)
         return
 
@@ -111,6 +122,17 @@ def _plan_into(name: str, inputs: PlanInputs, state: GatewayState, plan: Plan, d
         return
     for target_name in selection.order:
         _plan_into(target_name, inputs, state, plan, depth + 1)
+
+
+def _at_limit(name: str, inputs: PlanInputs, state: GatewayState, plan: Plan) -> str | None:
+    """Why the concrete model ``name`` is skipped for its provider's rpm/tpm (counted, and when it has room
+    again noted in the plan), or None when it may take the request."""
+    reason = state.quotas.blocked(name, inputs.now)
+    if reason is not None:
+        metrics.TARGET_LIMIT_SKIPS.labels(name, reason).inc()
+        wait = state.quotas.retry_after_s(name, inputs.now)
+        plan.limit_retry_after_s = wait if plan.limit_retry_after_s is None else min(plan.limit_retry_after_s, wait)
+    return reason
 
 
 def _price(name: str, table: RoutingTable) -> float | None:

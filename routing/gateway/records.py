@@ -162,6 +162,7 @@ class Plan:
     records: list[SelectionRecord] = field(default_factory=list)
     rejected: list[tuple[str, str]] = field(default_factory=list)  # (model, reason) from the contract filter
     retry_after_s: float | None = None  # every target is cooling down: when the first recovers
+    limit_retry_after_s: float | None = None  # a model skipped at its provider's rpm/tpm: when it has room
 
 
 @dataclass

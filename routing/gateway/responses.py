@@ -199,6 +199,7 @@ async def stream_response(
             health.end(now, probe=probe)
             usage = translator.usage
             record.usage = usage
+            state.quotas.add_tokens(model.name, usage.total_tokens, now)  # the provider's tpm counts real usage
             record.cost = model_cost(model, usage)
             journey.usage, journey.cost = usage, record.cost
             answer = translator.answer

@@ -1,11 +1,15 @@
-"""The per-process state the request path reads and updates: health, pins, round-robin positions, budgets.
+"""The per-process state the request path reads and updates: health, pins, round-robin positions, budgets,
+provider-limit counts.
 
-Everything here is in memory and bounded. Health statistics stay per process (each worker learns on its
-own); session pins go to Redis when ``REDIS_URL`` is set, so every worker of a node agrees on them.
+Everything here is in memory and bounded. With ``REDIS_URL`` set, session pins go to Redis (every worker and
+replica agrees on them), and a background task (``routing.gateway.shared_sync``) shares cooldowns, lockouts,
+open breakers and provider-limit counts with every other process within a poll; latency estimates stay per
+process. The request path itself never waits for Redis for health or provider limits.
 """
 
 from __future__ import annotations
 
+import asyncio
 import random
 import time
 from dataclasses import dataclass, field, fields
@@ -13,12 +17,15 @@ from dataclasses import dataclass, field, fields
 from django.conf import settings
 
 from routing.clients.pin_store import PinStore, make_pin_store
+from routing.clients.shared_state_store import DEFAULT_PREFIX, SharedStateStore
 from routing.core.health import HealthConfig, HealthRegistry
+from routing.core.provider_limits import ProviderLimits, QuotaRegistry
 from routing.core.retry import RetryBudget, RetryPolicy
 from routing.core.selector import RoundRobinState, SelectorConfig
 from routing.clients.limit_store import LimitStore, make_limit_store
 from routing.core.sessions import TtlLruStore
 from routing.core.table import RoutingTable
+from routing.gateway.shared_sync import SharedSync
 
 MAX_WARM_SESSIONS = 100_000
 
@@ -39,6 +46,9 @@ class GatewayState:
     _pins: PinStore | None = None
     _key_turn: dict[str, int] = field(default_factory=dict)
     applied_version: int = -1
+    quotas: QuotaRegistry = field(default_factory=QuotaRegistry)  # provider rpm/tpm per target
+    shared: SharedSync | None = None  # the shared health and provider limits task, when REDIS_URL is set
+    _models: frozenset[str] = frozenset()  # the concrete models of the table followed
 
     @property
     def pins(self) -> PinStore:
@@ -77,17 +87,49 @@ class GatewayState:
             self.applied_version = table.version
 
     def apply_table(self, table: RoutingTable) -> None:
-        """Follow a configuration change: new health and selector settings, forget removed targets."""
+        """Follow a configuration change: new health and selector settings and provider limits, forget removed
+        targets; start sharing health and provider limits when ``REDIS_URL`` is set (on an event loop)."""
         self.health.configure(HealthConfig.from_settings(table.settings))
         self.selector_config = SelectorConfig.from_settings(table.settings)
         names = set(table.models) | set(table.virtual_models)
         self.health.retain(names)
+        self._models = frozenset(table.models)
+        self.quotas.configure({m.name: ProviderLimits(m.rpm, m.tpm) for m in table.models.values() if m.rpm or m.tpm})
         for gone in set(self.round_robin) - set(table.virtual_models):
             del self.round_robin[gone]
+        if settings.REDIS_URL:
+            self.start_sharing(settings.REDIS_URL)
+
+    def start_sharing(self, redis_url: str, *, prefix: str = DEFAULT_PREFIX) -> SharedSync | None:
+        """Share health and provider limits through Redis from now on (idempotent).
+
+        Needs a running event loop (the lifespan startup, or the first request's ``follow``); without one it
+        does nothing and returns None, and the next call on the loop starts it.
+        """
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return None
+        if self.shared is None:
+            store = SharedStateStore(redis_url, prefix=prefix)
+            self.shared = SharedSync(store, self.health, self.quotas, known=self.known_model)
+        self.shared.start()
+        return self.shared
+
+    def known_model(self, name: str) -> bool:
+        """Whether ``name`` is a concrete model of the routing table followed (shared verdicts name others too)."""
+        return name in self._models
+
+    async def stop_sharing(self) -> None:
+        """Stop the shared health and provider limits task and close its connection (the lifespan shutdown)."""
+        shared, self.shared = self.shared, None
+        if shared is not None:
+            await shared.stop()
 
     def reset(self) -> None:
         """Forget everything learned (tests, and the admin's reset action)."""
         self.health.reset()
+        self.quotas.reset()
         self.round_robin.clear()
         self.warm = TtlLruStore(MAX_WARM_SESSIONS)
         self.retry_budget = RetryBudget(ratio=settings.GOMODEL_RETRY_BUDGET)

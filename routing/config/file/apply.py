@@ -106,6 +106,8 @@ def _apply(canonical: Mapping[str, Any], before: Mapping[str, Any], *, prune: bo
                 "cached_input_price": _decimal_in(entry.get("cached_input_price")),
                 "context_window": entry.get("context_window"),
                 "max_output_tokens": entry.get("max_output_tokens"),
+                "rpm": entry.get("rpm"),
+                "tpm": entry.get("tpm"),
                 "capabilities": entry.get("capabilities", ["text"]),
                 "model_class": entry.get("model_class", "general"),
                 "enabled": entry.get("enabled", True),

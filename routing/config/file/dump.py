@@ -48,7 +48,7 @@ def _model_entry(model: m.ProviderModel) -> dict[str, Any]:
         value = getattr(model, key)
         if value is not None:
             entry[key] = _decimal_out(value)
-    for key in ("context_window", "max_output_tokens"):
+    for key in ("context_window", "max_output_tokens", "rpm", "tpm"):
         if getattr(model, key) is not None:
             entry[key] = getattr(model, key)
     entry["capabilities"] = list(model.capabilities or ["text"])

@@ -198,7 +198,7 @@ def _parse_model(chk: _Checker, path: str, entry: dict[str, Any], provider_names
     """One ``models`` entry, whose provider is in the file or already configured."""
     _check_unknown_keys(chk, path, entry, ("provider", "upstream", "name", "input_price", "output_price",
                                            "cached_input_price", "context_window", "max_output_tokens",
-                                           "capabilities", "model_class", "enabled"))
+                                           "capabilities", "model_class", "enabled", "rpm", "tpm"))
     provider = entry.get("provider")
     if not isinstance(provider, str) or provider not in provider_names:
         chk.add(f"{path}.provider", f'unknown provider "{provider}"')
@@ -210,7 +210,7 @@ def _parse_model(chk: _Checker, path: str, entry: dict[str, Any], provider_names
     _check_name(chk, f"{path}.name", name)
     for price in ("input_price", "output_price", "cached_input_price"):
         _check_number(chk, f"{path}.{price}", entry.get(price))
-    for size in ("context_window", "max_output_tokens"):
+    for size in ("context_window", "max_output_tokens", "rpm", "tpm"):
         _check_number(chk, f"{path}.{size}", entry.get(size), minimum=1, integer=True)
     caps = entry.get("capabilities", ["text"])
     if not isinstance(caps, list) or any(c not in CAPABILITIES for c in caps):
@@ -226,7 +226,7 @@ def _parse_model(chk: _Checker, path: str, entry: dict[str, Any], provider_names
     for key in ("input_price", "output_price", "cached_input_price"):
         if entry.get(key) is not None:
             model[key] = _num(entry[key])
-    for key in ("context_window", "max_output_tokens"):
+    for key in ("context_window", "max_output_tokens", "rpm", "tpm"):
         if entry.get(key) is not None:
             model[key] = entry[key]
     model["capabilities"] = list(dict.fromkeys(caps)) or ["text"]

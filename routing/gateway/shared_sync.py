@@ -1,0 +1,244 @@
+"""Each worker's background task that keeps target health and provider-limit counts in step with every other
+gateway process and host through Redis (``REDIS_URL``; the wire side is ``routing.clients.shared_state_store``).
+
+What is shared, and how:
+
+* **Cooldowns, lockouts and open breakers.** A health change of this process (a cooldown started, one
+  extended by a Retry-After or a lockout, a breaker closed by a probe) reaches ``TargetHealth.listener``,
+  which only appends it to an outbox and wakes the task: the request that caused it never waits for Redis.
+  The task writes it as a remaining duration, and every other process reads it within one poll
+  (``interval_s``, 200 ms) and adopts it. Adoption never shortens a cooldown (the later end wins), and a
+  close is applied only where the breaker's own cooldown is already over and the probe started after the
+  latest failure this process holds (``TargetHealth.adopt_close``).
+* **Provider rpm/tpm counts.** Each round reports what this process counted since the last round and reads
+  every process's window totals back, one round trip for all limited targets; between rounds the check is
+  ``shared totals + own unreported counts``, with no Redis call on the request path.
+* **Not shared:** latency estimates, attempts in flight, probe slots: each process measures its own.
+
+Redis away: nothing on the request path changes (it never called Redis for these). The round fails, the
+outage is logged once (and counted in ``gomodel_shared_state_outages_total``), own verdicts wait in the
+outbox (bounded) and are written when Redis answers, if still in force; limit checks fall back to this
+process's own window once the last shared report is older than ``shared_ttl_s``. The next round that works
+logs the recovery and catches up from the stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import socket
+import time
+from collections import deque
+from collections.abc import Callable
+
+from routing.clients.redis_client import RedisReplyError, RedisUnavailable
+from routing.clients.shared_state_store import (
+    POLL_BATCH,
+    HealthEntry,
+    OutgoingVerdict,
+    QuotaReport,
+    SharedStateStore,
+)
+from routing.core.health import BreakerClosed, CooldownStarted, HealthChange, HealthRegistry
+from routing.core.provider_limits import QuotaRegistry
+from routing.ops import metrics
+
+log = logging.getLogger("gomodel.shared")
+
+_UNAVAILABLE = (RedisUnavailable, RedisReplyError, OSError)
+INTERVAL_S = 0.2
+MAX_OUTBOX = 1000
+LOOK_BACK_SLACK_S = 5.0  # a new process also reads verdicts this much older than the longest cooldown
+
+
+def process_origin() -> str:
+    """This process as other replicas see it: host, pid and a random tag (a restarted pid is another process)."""
+    return f"{socket.gethostname()[:40]}/{os.getpid()}/{secrets.token_hex(3)}"
+
+
+class SharedSync:
+    """Keeps one process's health registry and quota registry in step with the shared store."""
+
+    def __init__(
+        self,
+        store: SharedStateStore,
+        health: HealthRegistry,
+        quotas: QuotaRegistry,
+        *,
+        known: Callable[[str], bool],
+        interval_s: float = INTERVAL_S,
+        origin: str | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.store = store
+        self.health = health
+        self.quotas = quotas
+        self.origin = origin or process_origin()
+        self.interval_s = interval_s
+        self._known = known
+        self._clock = clock
+        self._outbox: deque[HealthChange] = deque(maxlen=MAX_OUTBOX)
+        self._after: str | None = None  # the last stream id read
+        self._offset_s: float | None = None  # Redis's clock minus this process's monotonic clock
+        self.redis_up: bool | None = None  # None until the first round
+        self._task: asyncio.Task[None] | None = None
+        self._wake: asyncio.Event | None = None
+        quotas.shared_ttl_s = max(1.0, 5 * interval_s)
+        health.listen(self._on_change)
+
+    # -- lifecycle -----------------------------------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    def start(self) -> None:
+        """Start the background task on the running event loop (idempotent)."""
+        if self.running:
+            return
+        self._wake = asyncio.Event()
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="gomodel-shared-sync")
+
+    async def stop(self) -> None:
+        """Stop the task, write what the outbox still holds (one try), and close the connection."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self._outbox and self.redis_up is not False:
+            with contextlib.suppress(*_UNAVAILABLE):
+                await self._publish()
+        self.health.listen(None)
+        await self.store.aclose()
+
+    async def _run(self) -> None:
+        wake = self._wake
+        if wake is None:
+            raise RuntimeError("start() creates the wake-up event")
+        while True:
+            try:
+                await self.sync_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # the task must outlive a bug in one round; log.exception says so loudly
+                log.exception("shared health and limits: a sync round failed unexpectedly")
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.interval_s):
+                    await wake.wait()
+            wake.clear()
+
+    # -- one round -----------------------------------------------------------------------------------------
+
+    async def sync_once(self) -> bool:
+        """Write own verdicts, read the others', report and read limit counts; False during an outage."""
+        try:
+            await self._publish()
+            await self._receive()
+            await self._sync_quotas()
+        except _UNAVAILABLE as exc:
+            self._mark_down(exc)
+            return False
+        self._mark_up()
+        return True
+
+    def _on_change(self, change: HealthChange) -> None:
+        """The listener of every target's health: hand the change on, never wait (runs on the request path)."""
+        self._outbox.append(change)
+        if self._wake is not None:
+            self._wake.set()
+
+    async def _publish(self) -> None:
+        if not self._outbox:
+            return
+        now = self._clock()
+        changes = list(self._outbox)
+        verdicts = [v for v in (self._verdict(c, now) for c in changes) if v is not None]
+        await self.store.publish(verdicts)
+        for _ in changes:  # only what was written leaves the outbox; changes added meanwhile stay
+            self._outbox.popleft()
+        for verdict in verdicts:
+            metrics.SHARED_HEALTH_PUBLISHED.labels(verdict.event).inc()
+
+    def _verdict(self, change: HealthChange, now: float) -> OutgoingVerdict | None:
+        if isinstance(change, CooldownStarted):
+            remaining_ms = round((change.until - now) * 1000)
+            if remaining_ms <= 0:  # over while it waited (an outage): nothing left to share
+                return None
+            return OutgoingVerdict(self.origin, change.target, "open", change.reason, remaining_ms, change.level)
+        if isinstance(change, BreakerClosed):
+            return OutgoingVerdict(self.origin, change.target, "close", "probe_succeeded",
+                                   max(0, round((now - change.probe_started) * 1000)), 0)
+        return None
+
+    async def _receive(self) -> None:
+        look_back_ms = round((self.health.config.cooldown_max_s + LOOK_BACK_SLACK_S) * 1000)
+        while True:
+            entries, self._after = await self.store.poll_health(self._after, look_back_ms=look_back_ms)
+            now = self._clock()
+            for entry in entries:
+                if entry.origin != self.origin and self._known(entry.target):
+                    self.apply(entry, now)
+            if len(entries) < POLL_BATCH:
+                return
+
+    def apply(self, entry: HealthEntry, now: float) -> bool:
+        """Apply another process's verdict to this process's health; True when it changed anything."""
+        health = self.health.get(entry.target)
+        if entry.event == "open":
+            until = now + (entry.duration_ms - entry.age_ms) / 1000
+            adopted = health.adopt_cooldown(until, now, reason=entry.reason, origin=entry.origin)
+        elif entry.event == "close":
+            adopted = health.adopt_close(now - (entry.age_ms + entry.duration_ms) / 1000, now)
+        else:
+            return False
+        if adopted:
+            metrics.SHARED_HEALTH_ADOPTED.labels(entry.event).inc()
+        return adopted
+
+    async def _sync_quotas(self) -> None:
+        quotas = self.quotas.quotas()
+        if not quotas:
+            return
+        if self._offset_s is None:
+            self._offset_s = await self.store.redis_time_ms() / 1000 - self._clock()
+        offset = self._offset_s
+        reports = []
+        for quota in quotas:
+            counts = [(int(second + offset), requests, tokens)
+                      for second, (requests, tokens) in quota.take_pending().items()]
+            reports.append(QuotaReport(quota.name, counts))
+        try:
+            now_ms, totals = await self.store.sync_quotas(reports)
+        except BaseException:
+            failed_at = self._clock()
+            for quota in quotas:
+                quota.report_failed(failed_at)
+            raise
+        now = self._clock()
+        self._offset_s = now_ms / 1000 - now
+        for quota, total in zip(quotas, totals, strict=True):
+            frees_in = None if total.frees_in_ms is None else total.frees_in_ms / 1000
+            quota.adopt_shared(total.requests, total.tokens, frees_in, now)
+
+    # -- outages -------------------------------------------------------------------------------------------
+
+    def _mark_down(self, exc: BaseException) -> None:
+        if self.redis_up is not False:
+            log.warning(
+                "SHARED HEALTH AND PROVIDER LIMITS: Redis unreachable (%s: %s); cooldowns, lockouts and limit "
+                "counts are kept per process until it answers again", type(exc).__name__, exc,
+            )
+            metrics.SHARED_STATE_OUTAGES.inc()
+            metrics.SHARED_STATE_UP.set(0)
+        self.redis_up = False
+
+    def _mark_up(self) -> None:
+        if self.redis_up is False:
+            log.warning("shared health and provider limits: Redis reachable again; state is shared again")
+        if self.redis_up is not True:
+            metrics.SHARED_STATE_UP.set(1)
+        self.redis_up = True
