@@ -122,7 +122,7 @@ class SpendReport:
     periods: list[PeriodRow]
     groups: list[GroupRow]  # the biggest MAX_GROUP_ROWS
     more_groups: Totals | None  # the groups past MAX_GROUP_ROWS, summed; None when there are none
-    top: list[Group]  # the chart's series, biggest first; OTHER collects the rest
+    top: list[Group]  # the chart's series: the biggest spenders first; OTHER collects the rest
 
 
 # -- periods ------------------------------------------------------------------------------------------------
@@ -261,7 +261,7 @@ def spend_report(query: SpendQuery) -> SpendReport:
     listed = group_totals(query, limit=MAX_GROUP_ROWS + 1)
     more = listed[MAX_GROUP_ROWS:]
     listed = listed[:MAX_GROUP_ROWS]
-    top = [group for group, _ in listed[: query.top]]
+    top = [group for group, totals in listed[: query.top] if totals.cost_usd > 0]  # a series needs some spend
     periods = period_totals(query, top)
     total = Totals()
     for period in periods:

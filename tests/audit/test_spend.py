@@ -5,6 +5,11 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -281,3 +286,54 @@ def test_the_billed_columns_sum_every_priced_attempt() -> None:
     assert billed["rate-limited-then-accepted"] == (0.012, 1000, 200, 0.012)
     assert billed["no-attempts"] == (0.012, 1000, 200, 0.012)
     assert billed["unpriced"] == (None, 1000, 200, None)
+
+
+# -- SQLite (the embedded default) --------------------------------------------------------------------------
+
+SQLITE_REPORT = """
+import datetime as dt, json
+from audit.services import revisions_ingest
+from audit.spend import SpendQuery, spend_report
+def at(*args):
+    return dt.datetime(*args, tzinfo=dt.UTC).timestamp()
+revisions_ingest(events=[
+    {"request_id": "s1", "created_at": at(2026, 11, 1, 23), "key_id": 1, "key_name": "ci", "team": "platform",
+     "cost_usd": 1.0, "usage": {"input_tokens": 10, "output_tokens": 1}, "attempts": []},
+    {"request_id": "s2", "created_at": at(2026, 11, 2, 1), "key_id": 2, "key_name": "web", "team": "platform",
+     "cost_usd": 2.0, "usage": {"input_tokens": 20, "output_tokens": 2}, "attempts": []},
+    {"request_id": "s3", "created_at": at(2026, 11, 20), "key_id": 2, "key_name": "web",
+     "cost_usd": None, "usage": {"input_tokens": 30, "output_tokens": 3}, "attempts": []},
+])
+out = {}
+for period in ("day", "week", "month"):
+    report = spend_report(SpendQuery(start=dt.datetime(2026, 10, 26, tzinfo=dt.UTC),
+                                     end=dt.datetime(2026, 12, 1, tzinfo=dt.UTC), period=period, group_by="team",
+                                     top=1))
+    out[period] = {
+        "totals": [report.totals.requests, report.totals.input_tokens, report.totals.cost_usd, report.totals.unpriced],
+        "periods": {p.start.date().isoformat(): [p.totals.requests, dict(p.by_slot)] for p in report.periods
+                    if p.totals.requests},
+        "groups": [[g.group.label, g.totals.cost_usd] for g in report.groups],
+    }
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.slow
+def test_it_aggregates_the_same_on_sqlite(tmp_path: Path) -> None:
+    env = dict(os.environ, DATABASE_URL=f"sqlite:///{tmp_path}/spend.sqlite3",
+               DJANGO_SETTINGS_MODULE="gomodel_site.settings", AUDIT_SPOOL_DIR=str(tmp_path / "spool"))
+    root = Path(__file__).resolve().parents[2]
+    for args in (["migrate", "-v0"], ["shell", "-c", SQLITE_REPORT]):
+        done = subprocess.run([sys.executable, "manage.py", *args], cwd=root, env=env, capture_output=True, text=True,
+                              check=False)
+        assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    for period in ("day", "week", "month"):
+        assert out[period]["totals"] == [3, 60, 3.0, 1]
+        assert out[period]["groups"] == [["platform", 3.0], ["(no team)", 0.0]]
+    assert out["day"]["periods"] == {"2026-11-01": [1, {"0": 1.0}], "2026-11-02": [1, {"0": 2.0}],
+                                     "2026-11-20": [1, {"-1": 0.0}]}
+    assert out["week"]["periods"] == {"2026-10-26": [1, {"0": 1.0}], "2026-11-02": [1, {"0": 2.0}],
+                                      "2026-11-16": [1, {"-1": 0.0}]}
+    assert out["month"]["periods"] == {"2026-11-01": [3, {"0": 3.0, "-1": 0.0}]}
