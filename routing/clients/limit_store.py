@@ -31,7 +31,7 @@ from typing import Protocol
 
 from routing.clients.redis_client import RedisReplyError, RedisUnavailable, RespClient, Script
 from routing.core.limit_ledger import DEFAULT_SLOT_LEASE_S, LimitLedger, Verdict, verdict_of
-from routing.core.limits import WINDOW_S, LimitScope, ScopeCounts, period_bounds, period_id
+from routing.core.limits import WINDOW_S, LimitScope, Refusal, ScopeCounts, period_bounds, period_id
 
 logger = logging.getLogger("gomodel.limits")
 
@@ -291,8 +291,13 @@ class RedisLimitStore:
         redis_now = int(reply[0]) / 1000.0
         counts = tuple(_counts_from(reply[2 + 7 * i: 9 + 7 * i]) for i in range(len(scopes)))
         verdict = verdict_of(scopes, counts, redis_now)
-        if verdict.admitted != (reply[1] == 1):  # the script and decide() are written to agree; say so if not
+        counted = reply[1] == 1
+        if verdict.admitted != counted:
+            # The script and decide() are written to agree (the store tests check it); should they not, the
+            # script's decision stands, since it has already counted the request, or not.
             logger.error("the Redis limit script and the gateway disagree on %s", [s.ident for s in scopes])
+            refusal = None if counted else Refusal(scopes[0], "rpm", 1.0)
+            verdict = Verdict(refusal, verdict.requests, verdict.tokens)
         return Admission(scopes, request_id, verdict, in_redis=True)
 
     async def settle(self, admission: Admission, *, tokens: int, spend_nanos: int) -> None:

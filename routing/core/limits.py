@@ -124,11 +124,12 @@ class Refusal:
 
 def decide(scopes: tuple[LimitScope, ...], counts: tuple[ScopeCounts, ...], now: float,
            period_end: tuple[float | None, ...]) -> Refusal | None:
-    """The first limit this request would break (keys before teams; budget, rpm, tpm, concurrency), or None.
+    """The limit this request breaks for longest, or None when it breaks none.
 
-    ``period_end[i]`` is when scope i's budget period ends (None for ``total``). The Retry-After of the
-    refusal is the longest wait over every limit that refuses, so a client that waits it is not refused
-    again by another one.
+    ``period_end[i]`` is when scope i's budget period ends (None for ``total``). Of every limit that refuses,
+    the one with the longest wait is reported (its code and message explain the Retry-After, and a client
+    that waits it is not refused again by another one); on a tie the key comes before its team, and budget,
+    rpm, tpm, concurrency in that order.
     """
     refusals: list[Refusal] = []
     for scope, count, end in zip(scopes, counts, period_end, strict=True):
@@ -147,8 +148,11 @@ def decide(scopes: tuple[LimitScope, ...], counts: tuple[ScopeCounts, ...], now:
             refusals.append(Refusal(scope, "concurrency", 1.0))
     if not refusals:
         return None
-    first = refusals[0]
-    return Refusal(first.scope, first.limit, max(r.retry_after_s for r in refusals))
+    longest = refusals[0]
+    for refusal in refusals[1:]:
+        if refusal.retry_after_s > longest.retry_after_s:
+            longest = refusal
+    return longest
 
 
 def retry_after_header(seconds: float) -> str:
