@@ -453,6 +453,10 @@ if PRO_ROUTING_COOLDOWN_MAX < PRO_ROUTING_COOLDOWN_BASE:
     raise ImproperlyConfigured("PRO_ROUTING_COOLDOWN_MAX: must not be shorter than PRO_ROUTING_COOLDOWN_BASE")
 PRO_ROUTING_WARM_CACHE_WEIGHT = env_float("PRO_ROUTING_WARM_CACHE_WEIGHT", 8.0, minimum=1.0, maximum=1000.0)
 PRO_ROUTING_WARM_CACHE_TTL = env_duration("PRO_ROUTING_WARM_CACHE_TTL", "10m", minimum=0)
+# Cold start and exploration: a share of each adaptive virtual model's picks goes to a uniformly drawn healthy
+# target, and a target with fewer latency samples than this counts as the fastest (docs/adaptive-routing.md).
+PRO_ROUTING_EXPLORATION = env_float("PRO_ROUTING_EXPLORATION", 0.01, minimum=0.0, maximum=0.5)
+PRO_ROUTING_COLD_START_OBSERVATIONS = env_int("PRO_ROUTING_COLD_START_OBSERVATIONS", 5, minimum=0, maximum=1000)
 
 # --------------------------------------------------------------------------------------------------------
 # Audit

@@ -509,6 +509,15 @@ class ToolExecution(models.Model):
 
     def __str__(self) -> str:
         return f"{self.execution_key} ({self.state})"
+    exploration = models.FloatField(
+        null=True, blank=True,
+        help_text="Share (0-0.5) of each adaptive virtual model's picks drawn uniformly among its healthy targets.",
+    )
+    cold_start_observations = models.PositiveIntegerField(
+        null=True, blank=True,
+        help_text="Latency samples a target needs before its own estimate counts; until then it counts as the "
+                  "fastest (0: no cold-start bonus).",
+    )
 
 
 class IdempotentOperation(models.Model):
@@ -532,3 +541,7 @@ class IdempotentOperation(models.Model):
 
     def __str__(self) -> str:
         return f"{self.operation_id} ({self.state})"
+        if self.exploration is not None and not 0 <= self.exploration <= 0.5:
+            errors["exploration"] = "The exploration share must be between 0 and 0.5."
+        if self.cold_start_observations is not None and not 0 <= self.cold_start_observations <= 1000:
+            errors["cold_start_observations"] = "The cold-start observations must be between 0 and 1000."

@@ -75,6 +75,8 @@ def compile_settings(row: m.RoutingSettings | None) -> RoutingSettings:
 
 
 def compile_table(version: int) -> RoutingTable:
+        exploration=float(pick(row.exploration, settings.PRO_ROUTING_EXPLORATION)),
+        cold_start_observations=int(pick(row.cold_start_observations, settings.PRO_ROUTING_COLD_START_OBSERVATIONS)),
     """A RoutingTable from the database as it is now (runs in a thread, never on the event loop)."""
 def compile_limits(row: m.Team | m.GatewayKey) -> Limits:
     """A key's or team's limits as the request path counts them."""

@@ -1,8 +1,10 @@
 """Adaptive selection: per-request weights (latency, price, warm cache, floor) and the power-of-two-choices pick.
 
 ``select`` (``routing.core.selector``) uses this for the ``adaptive`` strategy; ``_index_at`` is also the
-weighted strategy's draw. This is the selector's hot path: an adaptive pick over 8 targets must stay within
-10 microseconds (``bench/micro_selector.py``), hence flat loops over index-aligned lists.
+weighted strategy's draw. ``adaptive_pick`` is the strategy's pick: the exploration share's uniform draw
+among the healthy targets, else the power of two choices. This is the selector's hot path: an adaptive pick
+over 8 targets must stay within 10 microseconds (``bench/micro_selector.py``), hence flat loops over
+index-aligned lists.
 """
 
 from __future__ import annotations
@@ -23,12 +25,19 @@ MIN_LATENCY_S = 1e-6  # estimates below this count as this (no division by zero)
 
 @dataclass(frozen=True, slots=True)
 class SelectorConfig:
-    """The PRO_ROUTING_* values the selector needs (the warm-cache TTL is the caller's: it decides warmth)."""
+    """The PRO_ROUTING_* values the selector needs (the warm-cache TTL is the caller's: it decides warmth).
+
+    Exploration and the cold-start bonus are off in a bare ``SelectorConfig()``, so a pick is a function of
+    the weights alone (what most tests of the weights want); the gateway's defaults (1% and 5) come from
+    ``RoutingSettings`` through ``from_settings``.
+    """
 
     routing_enabled: bool = True
     objective: str = "balanced"
     min_weight_fraction: float = 0.05
     warm_cache_weight: float = 8.0
+    exploration: float = 0.0  # share of picks drawn uniformly among the healthy targets
+    cold_start_observations: int = 0  # a target with fewer latency samples counts as the fastest
 
     def __post_init__(self) -> None:
         if self.objective not in OBJECTIVES:
@@ -37,6 +46,10 @@ class SelectorConfig:
             raise ValueError("min_weight_fraction must be within 0-0.5")
         if self.warm_cache_weight < 1.0:
             raise ValueError("warm_cache_weight must be >= 1")
+        if not 0.0 <= self.exploration <= 0.5:
+            raise ValueError("exploration must be within 0-0.5")
+        if self.cold_start_observations < 0:
+            raise ValueError("cold_start_observations must be >= 0")
 
     @staticmethod
     def from_settings(settings: RoutingSettings) -> SelectorConfig:
@@ -45,6 +58,8 @@ class SelectorConfig:
             objective=settings.routing_objective,
             min_weight_fraction=settings.min_weight_fraction,
             warm_cache_weight=settings.warm_cache_weight,
+            exploration=settings.exploration,
+            cold_start_observations=settings.cold_start_observations,
         )
 
 
@@ -57,10 +72,13 @@ def adaptive_weights(
     target, then raised to at least min_weight_fraction x the heaviest. k is 0 (objective latency),
     1 (balanced) or 2 (cost). Only ratios matter: twice the latency halves the share, twice the price
     halves it under balanced and quarters it under cost. A target never measured counts as fast as the
-    fastest measured one (it earns its configured share until its first answer); an unpriced target counts
-    as the dearest available priced one (an unknown price never attracts traffic).
+    fastest measured one (it earns its configured share until its first answer), and so does a target in
+    cold start, with fewer than ``cold_start_observations`` latency samples: a slow first answer (a cold
+    connection, a cold cache) must not starve it before it has an estimate worth trusting. An unpriced
+    target counts as the dearest available priced one (an unknown price never attracts traffic).
     """
     exponent = PRICE_EXPONENT[config.objective]
+    cold_start = config.cold_start_observations
     weights: list[float] = []
     append = weights.append  # the loop below is the selector's hot spot
     deferred: list[int] = []  # unmeasured or unpriced: their weight needs the fastest or dearest peer
@@ -71,13 +89,13 @@ def adaptive_weights(
             continue
         latency = health.latency_estimate_s
         static = candidate.price_weights[exponent]
-        if latency is None or static is None:
+        if latency is None or static is None or health.observations < cold_start:
             deferred.append(len(weights))
             append(0.0)
             continue
         append(static / (latency if latency > MIN_LATENCY_S else MIN_LATENCY_S))
     if deferred:
-        _weigh_unknowns(candidates, weights, deferred, exponent)
+        _weigh_unknowns(candidates, weights, deferred, exponent, cold_start)
     if warm_target is not None:
         for index, candidate in enumerate(candidates):
             if candidate.name == warm_target:
@@ -90,8 +108,11 @@ def adaptive_weights(
     return weights
 
 
-def _weigh_unknowns(candidates: Sequence[Candidate], weights: list[float], deferred: list[int], exponent: int) -> None:
-    """Weigh available targets never measured (as the fastest) or unpriced (as the dearest), in place."""
+def _weigh_unknowns(
+    candidates: Sequence[Candidate], weights: list[float], deferred: list[int], exponent: int, cold_start: int
+) -> None:
+    """Weigh available targets never measured or in cold start (as the fastest) or unpriced (as the dearest),
+    in place."""
     live = [i for i, w in enumerate(weights) if w > 0.0] + deferred
     latencies = [lat for i in live if (lat := candidates[i].health.latency_estimate_s) is not None]
     prices = [price for i in live if (price := candidates[i].price) is not None]
@@ -99,8 +120,11 @@ def _weigh_unknowns(candidates: Sequence[Candidate], weights: list[float], defer
     dearest = max(max(prices), MIN_PRICE) if prices else None
     for index in deferred:
         candidate = candidates[index]
-        latency = candidate.health.latency_estimate_s
-        weight = candidate.weight / (fastest if latency is None else max(latency, MIN_LATENCY_S))
+        health = candidate.health
+        latency = health.latency_estimate_s
+        if latency is None or health.observations < cold_start:
+            latency = fastest
+        weight = candidate.weight / max(latency, MIN_LATENCY_S)
         price = candidate.price if candidate.price is not None else dearest
         if exponent and price is not None:  # no available target priced at all: price plays no part
             price = max(price, MIN_PRICE)
@@ -146,3 +170,39 @@ def _index_at(cumulative: list[float], weights: list[float], point: float, *, ex
         if weights[index] > 0.0 and index != exclude:
             return index
     raise ValueError("no eligible candidate")  # unreachable: callers ensure two available targets
+
+
+def adaptive_pick(
+    candidates: Sequence[Candidate], weights: list[float], rng: random.Random, config: SelectorConfig
+) -> tuple[int, str, bool]:
+    """The adaptive strategy's winner, why, and whether the exploration share drew it (two available targets
+    or more: the caller handles the rest).
+
+    A share ``exploration`` of the picks is a uniform draw among the healthy targets; the rest is the power
+    of two choices. A winner still in cold start says so in the why.
+    """
+    drawn = None
+    if config.exploration and rng.random() < config.exploration:
+        drawn = _explore(candidates, weights, rng)
+    winner, why = drawn or _power_of_two_choices(candidates, weights, rng)
+    cold_start = config.cold_start_observations
+    if cold_start:
+        observations = candidates[winner].health.observations
+        if observations < cold_start:
+            why = f"{why} (cold start: {observations} of {cold_start} observations)"
+    return winner, why, drawn is not None
+
+
+def _explore(candidates: Sequence[Candidate], weights: list[float], rng: random.Random) -> tuple[int, str] | None:
+    """A uniform draw among the healthy targets (available, breaker closed), or None when there are fewer than 2.
+
+    The exploration share's pick: each healthy target gets the same chance whatever its weight, so a target
+    whose estimate is stale or pessimistic (new, or back from a cooldown) is measured again. A half-open
+    target is left to its probe slots, and whatever the weights already excluded (cooling, probe slots
+    taken, over a limit) is never drawn.
+    """
+    healthy = [i for i, w in enumerate(weights) if w > 0.0 and candidates[i].health.cooldown_until is None]
+    if len(healthy) < 2:
+        return None
+    index = healthy[int(rng.random() * len(healthy)) % len(healthy)]
+    return index, f"exploration: uniform draw among {len(healthy)} healthy targets: {candidates[index].name}"

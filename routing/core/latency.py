@@ -14,12 +14,15 @@ if TYPE_CHECKING:
 
 
 class PeakEwmaLatency:
-    """Latency estimate state (``latency_estimate_s``, ``last_sample_at``) and the rules that feed it."""
+    """Latency estimate state (``latency_estimate_s``, ``last_sample_at``, ``observations``) and its rules."""
 
-    __slots__ = ("latency_estimate_s", "last_sample_at")
+    __slots__ = ("latency_estimate_s", "last_sample_at", "observations")
 
     latency_estimate_s: float | None  # None until the first sample
     last_sample_at: float | None
+    # Samples fed since the target was added (or reset): answers and penalised failures alike. The adaptive
+    # selector gives a target with fewer than PRO_ROUTING_COLD_START_OBSERVATIONS the cold-start bonus.
+    observations: int
     config: HealthConfig  # a slot of the class that mixes this in
 
     def observe_latency(self, sample_s: float, now: float) -> None:
@@ -39,6 +42,7 @@ class PeakEwmaLatency:
             keep = math.exp(-max(now - last, 0.0) / self.config.latency_decay_s)
             self.latency_estimate_s = estimate * keep + sample * (1.0 - keep)
         self.last_sample_at = now if last is None else max(last, now)
+        self.observations += 1
 
     def _penalised(self, observed_s: float) -> float:
         # A failure counts as at least a multiple of the estimate (and a floor), so a target that fails fast

@@ -13,6 +13,8 @@ Strategies::
     cost          cheapest input+output price first; unpriced targets only after every priced one
     adaptive      power of two choices over per-request weights (latency, price, warm cache, floor);
                   the less loaded of the two wins. round_robin when adaptive routing is disabled.
+                  A share of picks (``exploration``) is instead a uniform draw among the healthy targets,
+                  and a target with few latency samples counts as the fastest (cold start).
 
 Rules shared by every strategy: targets in cooldown (and half-open targets whose probe slots are taken) are
 skipped and listed in ``skipped``; when none is left the selection is empty and carries
@@ -38,7 +40,7 @@ from routing.core.adaptive import (
     PRICE_EXPONENT,
     SelectorConfig,
     _index_at,
-    _power_of_two_choices,
+    adaptive_pick,
     adaptive_weights,
 )
 from routing.core.candidate import MIN_PRICE, Candidate
@@ -86,6 +88,7 @@ class Selection:
     targets only); both are empty when nothing is available, and then ``all_cooling_retry_after_s`` says when
     the earliest target recovers. ``weights`` are the weights the strategy used, relative to the heaviest
     (adaptive: computed for this request). ``affinity`` is None when no session target was given.
+    ``explored`` is True when the winner is the exploration share's uniform draw, not the strategy's pick.
     """
 
     __slots__ = (
@@ -95,6 +98,7 @@ class Selection:
         "skipped",
         "affinity",
         "all_cooling_retry_after_s",
+        "explored",
         "_candidates",
         "_weights",
         "_rank_by",
@@ -112,6 +116,8 @@ class Selection:
         skipped: tuple[tuple[str, str], ...] = (),
         affinity: Affinity | None = None,
         all_cooling_retry_after_s: float | None = None,
+        *,
+        explored: bool = False,
     ) -> None:
         self.strategy = strategy
         self.winner = winner
@@ -119,6 +125,7 @@ class Selection:
         self.skipped = skipped
         self.affinity = affinity
         self.all_cooling_retry_after_s = all_cooling_retry_after_s
+        self.explored = explored
         self._candidates = candidates
         self._weights = weights  # aligned with candidates; 0 for a skipped target
         self._rank_by = rank_by
@@ -193,7 +200,7 @@ def select(
         if not available:
             return _nothing_available(strategy, candidates, now, skipped)
 
-    kept = -1
+    kept, explored = -1, False
     if session_target is not None:
         affinity = "released"
         for index, candidate in enumerate(candidates):
@@ -207,7 +214,7 @@ def select(
         winner, why = _first_available(candidates, weights)
         why = "only available target"
     elif strategy == "adaptive":
-        winner, why = _power_of_two_choices(candidates, weights, rng)
+        winner, why, explored = adaptive_pick(candidates, weights, rng, config)
     elif strategy == "round_robin":
         winner, why = _round_robin(candidates, weights, rr_state)
     elif strategy == "weighted":
@@ -218,7 +225,8 @@ def select(
         winner, why = _cheapest(candidates, weights)
     why = _released(why, affinity, session_target)
     rank_by = FAILOVER_RANKING.get(strategy, "weight")
-    return Selection(strategy, candidates[winner].name, why, candidates, weights, rank_by, skipped, affinity)
+    return Selection(strategy, candidates[winner].name, why, candidates, weights, rank_by, skipped, affinity,
+                     explored=explored)
 
 
 def available_weights(candidates: Sequence[Candidate], now: float) -> list[float]:

@@ -215,6 +215,8 @@ class RoutingSettings:
     cooldown_max_s: float = 300.0
     warm_cache_weight: float = 8.0
     warm_cache_ttl_s: float = 600.0
+    exploration: float = 0.01  # share of an adaptive virtual model's picks drawn uniformly (0-0.5)
+    cold_start_observations: int = 5  # latency samples before a target's own estimate counts
 
 
 def _frozen(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:

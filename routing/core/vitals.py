@@ -29,8 +29,9 @@ class Vitals(NamedTuple):
 class HasVitals(Protocol):
     """What the selector reads of a target's health: ``TargetHealth`` (live) or ``TargetStateView`` (frozen).
 
-    ``cooldown_until is None`` means closed, healthy and available: the common case is three attribute
-    reads; ``vitals`` is called only for a target whose breaker is open.
+    ``cooldown_until is None`` means closed, healthy and available: the common case is four attribute
+    reads; ``vitals`` is called only for a target whose breaker is open. ``observations`` counts the latency
+    samples behind the estimate (the adaptive selector's cold-start bonus reads it).
     """
 
     @property
@@ -41,6 +42,9 @@ class HasVitals(Protocol):
 
     @property
     def in_flight(self) -> int: ...
+
+    @property
+    def observations(self) -> int: ...
 
     def vitals(self, now: float) -> Vitals: ...
 
@@ -57,6 +61,7 @@ class TargetStateView:
     available: bool
     latency_estimate_s: float | None = None
     in_flight: int = 0
+    observations: int = 0  # latency samples fed so far (the cold-start bonus counts them)
     cooldown_until: float | None = None
     cooldown_level: int = 0
     consecutive_failures: int = 0

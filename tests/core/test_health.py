@@ -398,6 +398,7 @@ def test_it_snapshots_every_field_the_admin_and_the_audit_show() -> None:
         status="cooling",
         available=False,
         latency_estimate_s=5.6,  # 0.7 doubled three times by the failure penalty
+        observations=4,  # the answer and the three failures
         in_flight=1,
         cooldown_until=34.0,
         cooldown_level=1,

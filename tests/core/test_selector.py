@@ -423,9 +423,10 @@ def test_it_ranks_frozen_views_as_well_as_live_health() -> None:
 
 def test_it_builds_its_config_from_the_routing_settings() -> None:
     settings = RoutingSettings(
-        routing_enabled=False, routing_objective="cost", min_weight_fraction=0.2, warm_cache_weight=3.0
+        routing_enabled=False, routing_objective="cost", min_weight_fraction=0.2, warm_cache_weight=3.0,
+        exploration=0.1, cold_start_observations=3,
     )
-    assert SelectorConfig.from_settings(settings) == SelectorConfig(False, "cost", 0.2, 3.0)
+    assert SelectorConfig.from_settings(settings) == SelectorConfig(False, "cost", 0.2, 3.0, 0.1, 3)
 
 
 @pytest.mark.parametrize(
@@ -442,7 +443,14 @@ def test_it_rejects_a_call_it_cannot_serve(strategy: str, options: dict[str, Any
 
 @pytest.mark.parametrize(
     "arguments",
-    [{"objective": "fastest"}, {"min_weight_fraction": 0.6}, {"warm_cache_weight": 0.5}],
+    [
+        {"objective": "fastest"},
+        {"min_weight_fraction": 0.6},
+        {"warm_cache_weight": 0.5},
+        {"exploration": 0.6},
+        {"exploration": -0.1},
+        {"cold_start_observations": -1},
+    ],
 )
 def test_it_rejects_an_impossible_config(arguments: dict[str, Any]) -> None:
     with pytest.raises(ValueError):

@@ -17,6 +17,8 @@ SETTINGS_FIELDS = {
     "warm_cache_ttl_seconds": float,
 }
 
+    "exploration": float,
+    "cold_start_observations": int,
 
 class ConfigError(Exception):
     """A configuration file that cannot be applied; ``problems`` lists every ``path: message``."""
