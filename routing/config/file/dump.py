@@ -140,8 +140,7 @@ def dump_config() -> dict[str, Any]:
     settings_ = _settings_entry()
     teams = dump_teams()
     for key, value in (("providers", providers), ("models", models_), ("virtual_models", virtual),
-                       ("tier_routes", routes), ("category_routes", category_routes),
-                       ("contracts", contracts), ("teams", teams), ("settings", settings_)):
+                       ("tier_routes", routes), ("contracts", contracts), ("teams", teams), ("settings", settings_)):
         if value:
             out[key] = value
     return out
