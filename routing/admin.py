@@ -17,6 +17,7 @@ from django.utils.html import format_html, format_html_join
 
 from routing import models as m
 from routing.config import graph_check, versioning
+from routing.core.categories import CATEGORIES
 from routing.core.table import CAPABILITIES
 
 
@@ -110,6 +111,10 @@ class ProviderModelForm(forms.ModelForm):
         choices=[(c, c) for c in CAPABILITIES], widget=forms.CheckboxSelectMultiple, required=False,
         help_text="What the model accepts and can do; requests needing anything else are never sent to it.",
     )
+    strengths = forms.MultipleChoiceField(
+        choices=[(c, c) for c in CATEGORIES], widget=forms.CheckboxSelectMultiple, required=False,
+        help_text="Content categories the model is good at (capability tags, shown in /v1/models).",
+    )
 
     class Meta:
         model = m.ProviderModel
@@ -139,10 +144,14 @@ class ProviderModelForm(forms.ModelForm):
 class ProviderModelAdmin(VersionedAdmin):
     form = ProviderModelForm
     list_display = ("name", "provider", "upstream", "input_price", "output_price", "context_window",
-                    "model_class", "enabled")
+                    "model_class", "strength_list", "enabled")
     list_filter = ("provider", "model_class", "enabled")
     search_fields = ("name", "upstream", "provider__name")
     list_select_related = ("provider",)
+
+    @admin.display(description="strengths")
+    def strength_list(self, obj: m.ProviderModel) -> str:
+        return ", ".join(obj.strengths or [])
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -270,6 +279,51 @@ class TierRouteAdmin(VersionedAdmin):
     list_display = ("alias", "easy", "hard", "contract", "enabled")
     list_filter = ("enabled",)
     search_fields = ("alias", "easy", "hard")
+
+
+class CategoryRouteForm(forms.ModelForm):
+    class Meta:
+        model = m.CategoryRoute
+        fields = "__all__"
+
+    def clean(self) -> dict[str, Any]:
+        """Each target must exist (a model, virtual model or tier alias); errors stand next to their field."""
+        data = super().clean()
+        alias = data.get("alias")
+        if alias:
+            try:
+                _check_public_name(alias, "category route", self.instance.pk)
+            except ValidationError as exc:
+                raise ValidationError({"alias": exc.messages}) from None
+        if not alias or not data.get("default_target"):
+            return data
+        targets = {category: data[category].strip() for category in CATEGORIES if (data.get(category) or "").strip()}
+        targets["default"] = data["default_target"].strip()
+        previous = None
+        if self.instance.pk:
+            previous = m.CategoryRoute.objects.filter(pk=self.instance.pk).values_list("alias", flat=True).first()
+        problems = graph_check.category_route_problems_with(alias, targets, previous_alias=previous)
+        errors: dict[str, list[str]] = {}
+        for problem in problems:
+            field = "default_target" if problem.key == "default" else problem.key
+            message = problem.message[0].upper() + problem.message[1:] + "."
+            errors.setdefault(field, []).append(message)
+        if errors:
+            raise ValidationError(errors)
+        return data
+
+
+@admin.register(m.CategoryRoute)
+class CategoryRouteAdmin(VersionedAdmin):
+    form = CategoryRouteForm
+    list_display = ("alias", "code", "writing", "analysis", "math", "vision", "long_context", "general",
+                    "default_target", "enabled")
+    list_filter = ("enabled",)
+    search_fields = ("alias", "default_target", "code", "writing", "analysis", "math")
+    fieldsets = (
+        (None, {"fields": ("alias", "default_target", "contract", "enabled")}),
+        ("Targets by category (empty: the default)", {"fields": CATEGORIES}),
+    )
 
 
 class ContractForm(forms.ModelForm):

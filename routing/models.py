@@ -17,6 +17,7 @@ from django.db import models
 
 from routing.config.provider_egress import egress_problems
 from routing.config.provider_keys import variable_refusal
+from routing.core.categories import CATEGORIES, KEYWORD_CATEGORIES
 from routing.core.key_references import reference_variable
 from routing.core.limits import BUDGET_PERIODS
 from routing.core.table import CAPABILITIES, PROVIDER_KINDS, STRATEGIES
@@ -75,6 +76,30 @@ def validate_capabilities(value: object) -> None:
 
 def validate_modalities(value: object) -> None:
     _check_list_of(value, MODALITIES, "modalities")
+
+
+def validate_strengths(value: object) -> None:
+    _check_list_of(value, CATEGORIES, "categories")
+
+
+def validate_category_keywords(value: object) -> None:
+    """``{category: [keyword, ...]}`` for the categories decided by keywords; each list replaces the built-in one."""
+    if value in (None, {}):
+        return
+    if not isinstance(value, dict):
+        raise ValidationError(
+            f"Expected a mapping of category -> list of keywords ({', '.join(KEYWORD_CATEGORIES)}).",
+            code="invalid_value")
+    unknown = [str(k) for k in value if k not in KEYWORD_CATEGORIES]
+    if unknown:
+        raise ValidationError(f"Unknown keyword categories: {', '.join(unknown)}. Choose from "
+                              f"{', '.join(KEYWORD_CATEGORIES)} (vision, long_context and general are not decided by "
+                              f"keywords).", code="invalid_value")
+    for category, keywords in value.items():
+        if not isinstance(keywords, list) or not keywords or not all(
+                isinstance(k, str) and k.strip().strip("*").strip() for k in keywords):
+            raise ValidationError(f"The keywords of {category} must be a non-empty list of non-empty strings.",
+                                  code="invalid_value")
 
 
 def validate_string_list(value: object) -> None:
@@ -206,6 +231,11 @@ class ProviderModel(models.Model):
         help_text="The provider's tokens-per-minute limit for this account (input + output tokens of real "
                   "answers); at it the target is skipped until the last 60 seconds have room. Empty: no limit.",
     )
+    strengths = models.JSONField(
+        default=list, blank=True, validators=[validate_strengths],
+        help_text="Content categories the model is good at (code, writing, analysis, math, vision, long_context, "
+                  "general): capability tags shown in /v1/models, for routing by strength.",
+    )
     enabled = models.BooleanField(default=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -323,6 +353,44 @@ class TierRoute(models.Model):
         return self.alias
 
 
+_CATEGORY_TARGET_HELP = "Target for {} requests (a model, virtual model or tier alias); empty: the default."
+
+
+class CategoryRoute(models.Model):
+    """An alias whose target depends on the request's content category (routing.core.categories).
+
+    One column per category keeps the admin form plain and each error next to its field; an empty one falls
+    back to ``default_target``. Targets are checked across rows in ``routing.config.graph_check``.
+    """
+
+    alias = models.CharField(max_length=200, unique=True, validators=[validate_name])
+    code = models.CharField(max_length=200, blank=True, help_text=_CATEGORY_TARGET_HELP.format("code"))
+    writing = models.CharField(max_length=200, blank=True, help_text=_CATEGORY_TARGET_HELP.format("writing"))
+    analysis = models.CharField(max_length=200, blank=True, help_text=_CATEGORY_TARGET_HELP.format("analysis"))
+    math = models.CharField(max_length=200, blank=True, help_text=_CATEGORY_TARGET_HELP.format("math"))
+    vision = models.CharField(max_length=200, blank=True, help_text=_CATEGORY_TARGET_HELP.format("vision (image)"))
+    long_context = models.CharField(max_length=200, blank=True,
+                                    help_text=_CATEGORY_TARGET_HELP.format("long-context"))
+    general = models.CharField(max_length=200, blank=True, help_text=_CATEGORY_TARGET_HELP.format("general"))
+    default_target = models.CharField(
+        max_length=200, verbose_name="default",
+        help_text="Target for every category left empty (a model, virtual model or tier alias).",
+    )
+    contract = models.ForeignKey(Contract, null=True, blank=True, on_delete=models.SET_NULL)
+    enabled = models.BooleanField(default=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["alias"]
+
+    def __str__(self) -> str:
+        return self.alias
+
+    def category_targets(self) -> dict[str, str]:
+        """The categories given a target of their own: ``{category: target}`` in CATEGORIES order."""
+        return {category: getattr(self, category) for category in CATEGORIES if getattr(self, category)}
+
+
 def hash_secret(secret: str) -> str:
     """The stored form of a gateway key. Keys are 256-bit random, so a plain SHA-256 is enough."""
     return hashlib.sha256(secret.encode()).hexdigest()
@@ -422,6 +490,15 @@ class RoutingSettings(models.Model):
     smart_routing_keywords = models.JSONField(
         null=True, blank=True, validators=[validate_string_list], help_text="Replaces the built-in keyword list."
     )
+    category_keywords = models.JSONField(
+        null=True, blank=True, validators=[validate_category_keywords],
+        help_text='Content-category keywords, e.g. {"code": ["refactor*", "代码"]}: each category given replaces its '
+                  "built-in list (code, math, analysis, writing); the others keep theirs.",
+    )
+    category_long_context_tokens = models.PositiveIntegerField(
+        null=True, blank=True,
+        help_text="Estimated input tokens from which a request's category is long_context (default 32000).",
+    )
     routing_enabled = models.BooleanField(null=True, blank=True)
     routing_objective = models.CharField(
         max_length=10, blank=True, choices=[("", "environment"), ("balanced", "balanced"), ("latency", "latency"),
@@ -432,6 +509,15 @@ class RoutingSettings(models.Model):
     cooldown_max_seconds = models.FloatField(null=True, blank=True)
     warm_cache_weight = models.FloatField(null=True, blank=True)
     warm_cache_ttl_seconds = models.FloatField(null=True, blank=True)
+    exploration = models.FloatField(
+        null=True, blank=True,
+        help_text="Share (0-0.5) of each adaptive virtual model's picks drawn uniformly among its healthy targets.",
+    )
+    cold_start_observations = models.PositiveIntegerField(
+        null=True, blank=True,
+        help_text="Latency samples a target needs before its own estimate counts; until then it counts as the "
+                  "fastest (0: no cold-start bonus).",
+    )
 
     class Meta:
         verbose_name = "routing settings"
@@ -444,6 +530,8 @@ class RoutingSettings(models.Model):
         errors: dict[str, str] = {}
         if self.smart_routing_threshold is not None and not 1 <= self.smart_routing_threshold <= 100:
             errors["smart_routing_threshold"] = "The threshold must be between 1 and 100."
+        if self.category_long_context_tokens is not None and not 1 <= self.category_long_context_tokens <= 10_000_000:
+            errors["category_long_context_tokens"] = "The long-context threshold must be between 1 and 10000000 tokens."
         if self.smart_routing_session_ttl_seconds is not None and self.smart_routing_session_ttl_seconds < 1:
             errors["smart_routing_session_ttl_seconds"] = "The session TTL must be at least 1 second."
         if self.min_weight_fraction is not None and not 0 <= self.min_weight_fraction <= 0.5:
@@ -460,6 +548,10 @@ class RoutingSettings(models.Model):
             errors["cooldown_max_seconds"] = "The maximum cooldown must not be shorter than the base cooldown."
         if self.warm_cache_weight is not None and not 1 <= self.warm_cache_weight <= 1000:
             errors["warm_cache_weight"] = "The warm-cache weight must be between 1 and 1000."
+        if self.exploration is not None and not 0 <= self.exploration <= 0.5:
+            errors["exploration"] = "The exploration share must be between 0 and 0.5."
+        if self.cold_start_observations is not None and not 0 <= self.cold_start_observations <= 1000:
+            errors["cold_start_observations"] = "The cold-start observations must be between 0 and 1000."
         if errors:
             raise ValidationError(errors)
 
@@ -509,15 +601,6 @@ class ToolExecution(models.Model):
 
     def __str__(self) -> str:
         return f"{self.execution_key} ({self.state})"
-    exploration = models.FloatField(
-        null=True, blank=True,
-        help_text="Share (0-0.5) of each adaptive virtual model's picks drawn uniformly among its healthy targets.",
-    )
-    cold_start_observations = models.PositiveIntegerField(
-        null=True, blank=True,
-        help_text="Latency samples a target needs before its own estimate counts; until then it counts as the "
-                  "fastest (0: no cold-start bonus).",
-    )
 
 
 class IdempotentOperation(models.Model):
@@ -541,7 +624,3 @@ class IdempotentOperation(models.Model):
 
     def __str__(self) -> str:
         return f"{self.operation_id} ({self.state})"
-        if self.exploration is not None and not 0 <= self.exploration <= 0.5:
-            errors["exploration"] = "The exploration share must be between 0 and 0.5."
-        if self.cold_start_observations is not None and not 0 <= self.cold_start_observations <= 1000:
-            errors["cold_start_observations"] = "The cold-start observations must be between 0 and 1000."

@@ -16,6 +16,7 @@ CONFIG_MODELS = (
     m.VirtualModel,
     m.VirtualModelTarget,
     m.TierRoute,
+    m.CategoryRoute,
     m.Contract,
     m.Team,
     m.GatewayKey,

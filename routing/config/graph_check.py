@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from django.conf import settings
+
 from routing import models as m
+from routing.core.category_graph import RouteProblem, check_category_routes
 from routing.core.graph import GraphProblem, check_virtual_graph
 
 
@@ -19,6 +22,7 @@ def public_name_owner(name: str, *, exclude: tuple[str, int | None]) -> str | No
         ("model", m.ProviderModel.objects.filter(name=name)),
         ("virtual model", m.VirtualModel.objects.filter(source=name)),
         ("tier route", m.TierRoute.objects.filter(alias=name)),
+        ("category route", m.CategoryRoute.objects.filter(alias=name)),
     )
     for label, queryset in lookups:
         if label == kind and pk is not None:
@@ -45,3 +49,17 @@ def graph_problems_with(source: str, targets: Sequence[str], *, previous_source:
         edges[vm.source] = [t.target for t in vm.targets.all()]
     concrete = set(m.ProviderModel.objects.values_list("name", flat=True))
     return check_virtual_graph(edges, concrete)
+
+
+def category_route_problems_with(alias: str, targets: dict[str, str], *,
+                                 previous_alias: str | None) -> list[RouteProblem]:
+    """Problems of the category route ``alias`` if it had ``targets`` ({category or "default": target}), every
+    other route as stored now; only the edited route's own problems are returned."""
+    routes: dict[str, dict[str, str]] = {alias: targets}
+    for row in m.CategoryRoute.objects.all():
+        if row.alias not in (alias, previous_alias):
+            routes[row.alias] = {**row.category_targets(), "default": row.default_target}
+    # Tier routes from PRO_SMART_ROUTING_ROUTES exist at run time too.
+    tier_aliases = set(m.TierRoute.objects.values_list("alias", flat=True)) | set(settings.PRO_SMART_ROUTING_ROUTES)
+    problems = check_category_routes(routes, callable_names=callable_names(), tier_aliases=tier_aliases)
+    return [problem for problem in problems if problem.alias == alias]

@@ -20,8 +20,10 @@ from django.db import close_old_connections
 from routing import models as m
 from routing.clients.egress import egress
 from routing.config.provider_keys import look_up
+from routing.core.categories import DEFAULT_LONG_CONTEXT_TOKENS, KEYWORD_CATEGORIES
 from routing.core.limits import Limits
 from routing.core.table import (
+    CategoryRouteSpec,
     ContractSpec,
     KeySpec,
     ModelSpec,
@@ -64,6 +66,8 @@ def compile_settings(row: m.RoutingSettings | None) -> RoutingSettings:
             pick(row.smart_routing_session_ttl_seconds, settings.PRO_SMART_ROUTING_SESSION_TTL)
         ),
         smart_routing_keywords=tuple(pick(row.smart_routing_keywords, settings.PRO_SMART_ROUTING_KEYWORDS)),
+        category_keywords=compile_category_keywords(row.category_keywords),
+        category_long_context_tokens=int(pick(row.category_long_context_tokens, DEFAULT_LONG_CONTEXT_TOKENS)),
         routing_enabled=bool(pick(row.routing_enabled, settings.PRO_ROUTING_ENABLED)),
         routing_objective=str(pick(row.routing_objective, settings.PRO_ROUTING_OBJECTIVE)),
         min_weight_fraction=float(pick(row.min_weight_fraction, settings.PRO_ROUTING_MIN_WEIGHT_FRACTION)),
@@ -71,19 +75,27 @@ def compile_settings(row: m.RoutingSettings | None) -> RoutingSettings:
         cooldown_max_s=float(pick(row.cooldown_max_seconds, settings.PRO_ROUTING_COOLDOWN_MAX)),
         warm_cache_weight=float(pick(row.warm_cache_weight, settings.PRO_ROUTING_WARM_CACHE_WEIGHT)),
         warm_cache_ttl_s=float(pick(row.warm_cache_ttl_seconds, settings.PRO_ROUTING_WARM_CACHE_TTL)),
+        exploration=float(pick(row.exploration, settings.PRO_ROUTING_EXPLORATION)),
+        cold_start_observations=int(pick(row.cold_start_observations, settings.PRO_ROUTING_COLD_START_OBSERVATIONS)),
     )
 
 
-def compile_table(version: int) -> RoutingTable:
-        exploration=float(pick(row.exploration, settings.PRO_ROUTING_EXPLORATION)),
-        cold_start_observations=int(pick(row.cold_start_observations, settings.PRO_ROUTING_COLD_START_OBSERVATIONS)),
-    """A RoutingTable from the database as it is now (runs in a thread, never on the event loop)."""
+def compile_category_keywords(value: object) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """The admin's per-category keyword lists as the classifier's hashable overrides, in precedence order."""
+    if not isinstance(value, dict):
+        return ()
+    return tuple((category, tuple(str(k) for k in value[category]))
+                 for category in KEYWORD_CATEGORIES if isinstance(value.get(category), list) and value[category])
+
+
 def compile_limits(row: m.Team | m.GatewayKey) -> Limits:
     """A key's or team's limits as the request path counts them."""
     return Limits(rpm=row.rpm, tpm=row.tpm, max_concurrency=row.max_concurrency,
                   budget_usd=_float(row.budget_usd), budget_period=row.budget_period or "month")
 
 
+def compile_table(version: int) -> RoutingTable:
+    """A RoutingTable from the database as it is now (runs in a thread, never on the event loop)."""
     providers: list[ProviderSpec] = []
     for provider in m.Provider.objects.prefetch_related("keys").filter(enabled=True):
         keys: list[Secret] = []
@@ -132,6 +144,7 @@ def compile_limits(row: m.Team | m.GatewayKey) -> Limits:
             enabled=row.enabled and row.provider.name in enabled_providers,
             rpm=row.rpm,
             tpm=row.tpm,
+            strengths=frozenset(row.strengths or []),
         )
         for row in m.ProviderModel.objects.select_related("provider")
     ]
@@ -178,24 +191,34 @@ def compile_limits(row: m.Team | m.GatewayKey) -> Limits:
             contract=row.contract.workload if row.contract else None,
             enabled=row.enabled,
         )
-    gateway_keys = [
-        KeySpec(
-            id=row.id,
-            name=row.name,
+    category_routes = [
+        CategoryRouteSpec(
+            alias=row.alias,
+            targets=row.category_targets(),
+            default=row.default_target,
+            contract=row.contract.workload if row.contract else None,
+            enabled=row.enabled,
+        )
+        for row in m.CategoryRoute.objects.select_related("contract")
+    ]
     teams = {
         row.id: TeamSpec(name=row.name, limits=compile_limits(row), allowed_models=frozenset(row.allowed_models or []))
         for row in m.Team.objects.all()
     }
+    gateway_keys = [
+        KeySpec(
+            id=row.id,
+            name=row.name,
             secret_hash=row.secret_hash,
             allowed_models=frozenset(row.allowed_models or []),
             expires_at=_timestamp(row.expires_at),
             revoked=row.revoked,
+            limits=compile_limits(row),
+            team=teams.get(row.team_id) if row.team_id is not None else None,
         )
         for row in m.GatewayKey.objects.filter(revoked=False)
     ]
     if settings.GOMODEL_MASTER_KEY:
-            limits=compile_limits(row),
-            team=teams.get(row.team_id) if row.team_id is not None else None,
         gateway_keys.append(KeySpec(id=0, name="master", secret_hash=m.hash_secret(settings.GOMODEL_MASTER_KEY),
                                     is_master=True))
     return RoutingTable.build(
@@ -204,6 +227,7 @@ def compile_limits(row: m.Team | m.GatewayKey) -> Limits:
         models=models,
         virtual_models=virtual,
         tier_routes=list(routes.values()),
+        category_routes=category_routes,
         contracts=contracts,
         keys=gateway_keys,
         settings=compile_settings(m.RoutingSettings.objects.filter(pk=1).first()),

@@ -14,6 +14,7 @@ from typing import Any
 from django.db import transaction
 
 from routing import models as m
+from routing.config.file.category_routes import apply_category_routes, prune_category_routes
 from routing.config.file.dump import dump_config
 from routing.config.file.schema import SETTINGS_FIELDS
 from routing.config.file.teams import apply_teams
@@ -109,6 +110,7 @@ def _apply(canonical: Mapping[str, Any], before: Mapping[str, Any], *, prune: bo
                 "rpm": entry.get("rpm"),
                 "tpm": entry.get("tpm"),
                 "capabilities": entry.get("capabilities", ["text"]),
+                "strengths": entry.get("strengths", []),
                 "model_class": entry.get("model_class", "general"),
                 "enabled": entry.get("enabled", True),
             },
@@ -146,10 +148,12 @@ def _apply(canonical: Mapping[str, Any], before: Mapping[str, Any], *, prune: bo
             },
         )
 
-    if "settings" in canonical or prune:
-        wanted = canonical.get("settings", {})
     apply_teams(canonical.get("teams", []), before.get("teams", []), prune=prune)
 
+    apply_category_routes(canonical, before, contract_rows)
+
+    if "settings" in canonical or prune:
+        wanted = canonical.get("settings", {})
         if wanted != before.get("settings", {}):
             row = m.RoutingSettings.load()
             for key in SETTINGS_FIELDS:
@@ -161,6 +165,7 @@ def _apply(canonical: Mapping[str, Any], before: Mapping[str, Any], *, prune: bo
 
     if prune:
         m.TierRoute.objects.exclude(alias__in=list(canonical.get("tier_routes", {}))).delete()
+        prune_category_routes(canonical)
         m.VirtualModel.objects.exclude(source__in=[v["source"] for v in canonical.get("virtual_models", [])]).delete()
         keep_models = [e.get("name") or f"{e['provider']}/{e['upstream']}" for e in canonical.get("models", [])]
         m.ProviderModel.objects.exclude(name__in=keep_models).delete()

@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from routing import models as m
+from routing.config.file.category_routes import category_route_entries
 from routing.config.file.schema import SETTINGS_FIELDS
 from routing.config.file.teams import dump_teams
 from routing.config.provider_egress import EGRESS_FIELDS
@@ -52,6 +53,8 @@ def _model_entry(model: m.ProviderModel) -> dict[str, Any]:
         if getattr(model, key) is not None:
             entry[key] = getattr(model, key)
     entry["capabilities"] = list(model.capabilities or ["text"])
+    if model.strengths:
+        entry["strengths"] = list(model.strengths)
     if model.model_class != "general":
         entry["model_class"] = model.model_class
     if not model.enabled:
@@ -136,11 +139,13 @@ def dump_config() -> dict[str, Any]:
     virtual = [_virtual_entry(v) for v in m.VirtualModel.objects.select_related("contract")
                .prefetch_related("targets").order_by("id")]
     routes = {r.alias: _route_entry(r) for r in m.TierRoute.objects.select_related("contract").order_by("id")}
+    category_routes = category_route_entries()
     contracts = [_contract_entry(c) for c in m.Contract.objects.order_by("id")]
     settings_ = _settings_entry()
     teams = dump_teams()
     for key, value in (("providers", providers), ("models", models_), ("virtual_models", virtual),
-                       ("tier_routes", routes), ("contracts", contracts), ("teams", teams), ("settings", settings_)):
+                       ("tier_routes", routes), ("category_routes", category_routes),
+                       ("contracts", contracts), ("teams", teams), ("settings", settings_)):
         if value:
             out[key] = value
     return out

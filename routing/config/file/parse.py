@@ -13,6 +13,11 @@ import yaml
 from django.core.exceptions import ValidationError
 
 from routing import models as m
+from routing.config.file.category_routes import (
+    check_names_against_routes,
+    check_targets,
+    parse_category_routes,
+)
 from routing.config.file.checks import (
     _as_list,
     _check_bool,
@@ -28,6 +33,7 @@ from routing.config.file.schema import SECTIONS, SETTINGS_FIELDS, ConfigError
 from routing.config.file.teams import parse_team
 from routing.config.provider_egress import EGRESS_FIELDS, egress_problems
 from routing.config.provider_keys import look_up
+from routing.core.categories import CATEGORIES
 from routing.core.graph import check_virtual_graph
 from routing.core.table import CAPABILITIES, PROVIDER_KINDS, STRATEGIES
 
@@ -96,8 +102,11 @@ def parse_config(data: Mapping[str, Any]) -> dict[str, Any]:
     teams = [parse_team(chk, path, entry) for path, entry in _entries(chk, data, "teams")]
     _check_duplicates(chk, "teams", [t["name"] for t in teams], "name")
 
+    category_routes = parse_category_routes(chk, data, contract_names)
+
     settings_out = _parse_settings(chk, data)
     _check_names_and_graph(chk, model_names, virtual, routes)
+    _check_category_routes(chk, category_routes, model_names, virtual, routes)
 
     if chk.problems:
         raise ConfigError(chk.problems)
@@ -109,6 +118,8 @@ def parse_config(data: Mapping[str, Any]) -> dict[str, Any]:
         out["virtual_models"] = virtual
     if routes:
         out["tier_routes"] = routes
+    if category_routes:
+        out["category_routes"] = category_routes
     if contracts:
         out["contracts"] = contracts
     if teams:
@@ -198,7 +209,8 @@ def _parse_model(chk: _Checker, path: str, entry: dict[str, Any], provider_names
     """One ``models`` entry, whose provider is in the file or already configured."""
     _check_unknown_keys(chk, path, entry, ("provider", "upstream", "name", "input_price", "output_price",
                                            "cached_input_price", "context_window", "max_output_tokens",
-                                           "capabilities", "model_class", "enabled", "rpm", "tpm"))
+                                           "capabilities", "model_class", "enabled", "rpm", "tpm",
+                                           "strengths"))
     provider = entry.get("provider")
     if not isinstance(provider, str) or provider not in provider_names:
         chk.add(f"{path}.provider", f'unknown provider "{provider}"')
@@ -216,6 +228,10 @@ def _parse_model(chk: _Checker, path: str, entry: dict[str, Any], provider_names
     if not isinstance(caps, list) or any(c not in CAPABILITIES for c in caps):
         chk.add(f"{path}.capabilities", f"expected a list of {', '.join(CAPABILITIES)}, got {caps!r}")
         caps = ["text"]
+    strengths = entry.get("strengths", [])
+    if not isinstance(strengths, list) or any(s not in CATEGORIES for s in strengths):
+        chk.add(f"{path}.strengths", f"expected a list of {', '.join(CATEGORIES)}, got {strengths!r}")
+        strengths = []
     model_class = entry.get("model_class", "general")
     if not isinstance(model_class, str) or not model_class:
         chk.add(f"{path}.model_class", "expected a non-empty string")
@@ -230,6 +246,8 @@ def _parse_model(chk: _Checker, path: str, entry: dict[str, Any], provider_names
         if entry.get(key) is not None:
             model[key] = entry[key]
     model["capabilities"] = list(dict.fromkeys(caps)) or ["text"]
+    if strengths:
+        model["strengths"] = list(dict.fromkeys(strengths))
     if model_class != "general":
         model["model_class"] = model_class
     if entry.get("enabled") is False:
@@ -328,6 +346,21 @@ def _parse_settings(chk: _Checker, data: Mapping[str, Any]) -> dict[str, Any]:
         except (TypeError, ValueError) as exc:
             chk.add("settings", str(exc))
     return settings_out
+
+
+def _check_category_routes(chk: _Checker, category_routes: dict[str, Any], model_names: list[str],
+                           virtual: list[dict[str, Any]], routes: dict[str, dict[str, Any]]) -> None:
+    """Category routes against every name of the file and the database (routing.config.file.category_routes)."""
+    models_ = {name for name in model_names if isinstance(name, str)}
+    sources = {v["source"] for v in virtual if isinstance(v["source"], str)}
+    check_targets(
+        chk, category_routes,
+        model_names=models_ | set(m.ProviderModel.objects.values_list("name", flat=True)),
+        virtual_sources=sources | set(m.VirtualModel.objects.values_list("source", flat=True)),
+        tier_aliases=set(routes) | set(m.TierRoute.objects.values_list("alias", flat=True)),
+    )
+    check_names_against_routes(chk, category_routes, named={
+        "models": sorted(models_), "virtual_models": sorted(sources), "tier_routes": list(routes)})
 
 
 def _check_names_and_graph(

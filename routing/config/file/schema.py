@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-SECTIONS = ("providers", "models", "virtual_models", "tier_routes", "contracts", "teams", "settings")
+SECTIONS = ("providers", "models", "virtual_models", "tier_routes", "category_routes", "contracts", "teams", "settings")
 SETTINGS_FIELDS = {
     "smart_routing_enabled": bool,
     "smart_routing_threshold": int,
     "smart_routing_session_ttl_seconds": int,
     "smart_routing_keywords": list,
+    "category_keywords": dict,
+    "category_long_context_tokens": int,
     "routing_enabled": bool,
     "routing_objective": str,
     "min_weight_fraction": float,
@@ -15,10 +17,10 @@ SETTINGS_FIELDS = {
     "cooldown_max_seconds": float,
     "warm_cache_weight": float,
     "warm_cache_ttl_seconds": float,
-}
-
     "exploration": float,
     "cold_start_observations": int,
+}
+
 
 class ConfigError(Exception):
     """A configuration file that cannot be applied; ``problems`` lists every ``path: message``."""
