@@ -67,6 +67,14 @@ class AuditRevision(models.Model):
     tier_escalated = models.BooleanField(default=False)
     pin_before = models.CharField(max_length=16, blank=True, default="")
 
+    # The category route's decision (empty category: the requested model was not a category route).
+    category = models.CharField(max_length=32, blank=True, default="")
+    category_rule = models.CharField(max_length=16, blank=True, default="", help_text="The rule that decided it.")
+    category_detail = models.CharField(max_length=200, blank=True, default="",
+                                       help_text="What triggered the rule (a keyword, an evidence, a count).")
+    category_alias = models.CharField(max_length=200, blank=True, default="")
+    category_target = models.CharField(max_length=200, blank=True, default="")
+
     # The selection: which target won and why.
     virtual_model = models.CharField(max_length=200, blank=True, default="")
     strategy = models.CharField(max_length=32, blank=True, default="")

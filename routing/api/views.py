@@ -23,6 +23,7 @@ from routing.api.arrival import arrival_of
 from routing.api.body_check import check_body, check_nesting, check_tool_schemas, nesting_error
 from routing.api.gateway_auth import caller_of
 from routing.config.runtime import current_table
+from routing.core.categories import CATEGORIES
 from routing.core.features import extract_features
 from routing.core.limits import ERROR_CODES
 from routing.core.table import RoutingTable
@@ -144,7 +145,10 @@ def inbound_of_scope(scope: dict[str, Any]) -> Inbound:
 
 
 async def models(request: HttpRequest) -> HttpResponseBase:
-    """GET /v1/models: the tier aliases, virtual models and models this key may use."""
+    """GET /v1/models: the tier and category aliases, virtual models and models this key may use.
+
+    A concrete model's entry carries its ``strengths`` (the content categories it is good at) in both shapes.
+    """
     inbound = _inbound_of(request)
     table = current_table()
     try:
@@ -155,13 +159,14 @@ async def models(request: HttpRequest) -> HttpResponseBase:
     created = int(time.time())
     if inbound == "anthropic":
         data: dict[str, Any] = {
-            "data": [{"type": "model", "id": n, "display_name": n, "created_at": "1970-01-01T00:00:00Z"}
-                     for n in names],
+            "data": [{"type": "model", "id": n, "display_name": n, "created_at": "1970-01-01T00:00:00Z",
+                      **_strengths(n, table)} for n in names],
             "has_more": False, "first_id": names[0] if names else None, "last_id": names[-1] if names else None,
         }
     else:
         data = {"object": "list", "data": [
-            {"id": n, "object": "model", "created": created, "owned_by": _owner(n, table)} for n in names]}
+            {"id": n, "object": "model", "created": created, "owned_by": _owner(n, table), **_strengths(n, table)}
+            for n in names]}
     return HttpResponse(_renderer.render(data), content_type="application/json")
 
 
@@ -169,7 +174,17 @@ def _owner(name: str, table: RoutingTable) -> str:
     kind = table.kind_of(name)
     if kind == "model":
         return table.models[name].provider
+    if kind == "category":
+        return "gomodel-category-route"
     return "gomodel-tier-route" if kind == "tier" else "gomodel-virtual-model"
+
+
+def _strengths(name: str, table: RoutingTable) -> dict[str, list[str]]:
+    """``{"strengths": [...]}`` for a concrete model (in the order of CATEGORIES), nothing for other names."""
+    model = table.models.get(name)
+    if model is None:
+        return {}
+    return {"strengths": [category for category in CATEGORIES if category in model.strengths]}
 
 
 async def explain(request: HttpRequest) -> HttpResponseBase:

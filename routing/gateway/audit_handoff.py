@@ -46,6 +46,7 @@ def build_event(call: Call, journey: Journey, elapsed_s: float) -> dict[str, Any
         "requested_model": journey.requested_model,
         "stream": call.features.stream,
         "tier": journey.tier.as_event() if journey.tier is not None else None,
+        **_category_fields(journey),
         "selection": selection,
         "target": journey.answered_by.name if journey.answered_by else None,
         "status": journey.status,
@@ -63,6 +64,19 @@ def build_event(call: Call, journey: Journey, elapsed_s: float) -> dict[str, Any
         "output_text": answer.text if answer is not None else "",
         "attempts": [record.as_event() for record in journey.attempts],
     }
+
+
+def _category_fields(journey: Journey) -> dict[str, Any]:
+    """The category route's decision as flat event fields (empty strings when the request used none)."""
+    category = journey.category
+    if category is None:
+        return _NO_CATEGORY
+    return {"category": category.category, "category_rule": category.rule, "category_detail": category.detail,
+            "category_alias": category.alias, "category_target": category.target}
+
+
+_NO_CATEGORY = {"category": "", "category_rule": "", "category_detail": "", "category_alias": "",
+                "category_target": ""}
 
 
 def publish_event(call: Call, journey: Journey, elapsed_s: float) -> None:

@@ -25,6 +25,7 @@ from routing.core.ledger import canonical_json, operation_id, request_fingerprin
 from routing.core.outcome import ErrorClass
 from routing.core.table import RoutingTable
 from routing.gateway.attempt_loop import AttemptLoop
+from routing.gateway.categories import decide_category
 from routing.gateway.gateway_error import GatewayError
 from routing.gateway.governance import admit_limits, settle_limits, settle_limits_soon
 from routing.gateway.planning import TARGET_PIN_NAMESPACE, PlanInputs, plan_targets
@@ -74,10 +75,16 @@ async def _route(call: Call, journey: Journey) -> HttpResponse | StreamingHttpRe
     await admit_limits(call, journey)  # first: every answer to a limited key carries its x-ratelimit-* headers
     kind = admit(call)
     target, route_contract = journey.requested_model, None
+    if kind == "category":
+        category_route = call.table.category_routes[target]
+        journey.category = decide_category(call, category_route)
+        target, route_contract = journey.category.target, category_route.contract
+        # A tier alias as the category's target: the tier is decided as for a request to that alias.
+        kind = "tier" if call.table.kind_of(target) == "tier" else "resolved"
     if kind == "tier":
-        route = call.table.tier_routes[journey.requested_model]
+        route = call.table.tier_routes[target]
         journey.tier = await decide_tier(call, route)
-        target, route_contract = journey.tier.target, route.contract
+        target, route_contract = journey.tier.target, route_contract or route.contract
     journey.target_name = target
     contract = journey.contract = await request_contract(call, target, route_contract)
 

@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 from routing.core.sessions import apply_tier_pin
+from routing.gateway.categories import category_verdict
 from routing.gateway.planning import PlanInputs, plan_targets
 from routing.gateway.records import Call
 from routing.gateway.resolve import admit, request_contract
@@ -32,8 +33,16 @@ async def explain_call(call: Call) -> dict[str, Any]:
     target, route_contract = requested, None
     session = call.session
     out["session"] = {"source": session.source}
+    if kind == "category":
+        category_route = table.category_routes[requested]
+        category = category_verdict(call, category_route)
+        out["category"] = {**category.as_event(),
+                           "long_context_tokens": table.settings.category_long_context_tokens}
+        target, route_contract = category.target, category_route.contract
+        # A tier alias as the category's target is explained as a request to that alias.
+        kind = "tier" if table.kind_of(target) == "tier" else "resolved"
     if kind == "tier":
-        route = table.tier_routes[requested]
+        route = table.tier_routes[target]
         decision = verdict_for(call, route)
         pinned = await state.pins.get(TIER_PIN_NAMESPACE, f"{route.alias}|{session.value}")
         pin = apply_tier_pin(decision.tier, pinned)
@@ -49,7 +58,7 @@ async def explain_call(call: Call) -> dict[str, Any]:
             "enabled": table.settings.smart_routing_enabled,
         }
         target = out["tier"]["target"]
-        route_contract = route.contract
+        route_contract = route_contract or route.contract
     contract = await request_contract(call, target, route_contract)
     shadow = GatewayState(health=state.health, round_robin=copy.deepcopy(state.round_robin),
                           rng=random.Random(0),  # noqa: S311 - a copy for ranking, not cryptography

@@ -61,6 +61,7 @@ class Journey:
 
     requested_model: str
     endpoint: str
+    category: CategoryDecision | None = None
     tier: TierDecision | None = None
     target_name: str = ""
     contract: EffectiveContract | None = None
@@ -85,6 +86,9 @@ class Journey:
 
     def headers(self, request_id: str) -> dict[str, str]:
         out = {"X-Request-Id": request_id}
+        if self.category is not None:
+            out["X-GoModel-Category"] = self.category.category
+            out["X-GoModel-Category-Target"] = self.category.target
         if self.tier is not None:
             out["X-GoModel-Pro-Tier"] = self.tier.tier
             out["X-GoModel-Pro-Tier-Target"] = self.tier.target
@@ -99,6 +103,22 @@ class Journey:
         if self.limit_headers:
             out.update(self.limit_headers)
         return out
+
+
+@dataclass
+class CategoryDecision:
+    """A category route's decision: the request's category, the rule that decided it, and the target chosen."""
+
+    alias: str
+    category: str
+    rule: str  # see routing.core.categories: header, attachments, context, code, keywords, notation, default
+    detail: str
+    target: str
+    forced: bool = False
+
+    def as_event(self) -> dict[str, Any]:
+        return {"alias": self.alias, "category": self.category, "rule": self.rule, "detail": self.detail,
+                "target": self.target, "forced": self.forced}
 
 
 @dataclass

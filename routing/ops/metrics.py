@@ -122,6 +122,13 @@ ROUTE_LATENCY = Labelled(
 SMART_REQUESTS = Labelled(
     Counter("gomodel_pro_smartroute_requests_total", "Tier-routed requests by alias and tier.", ["alias", "tier"])
 )
+CATEGORY_DECISIONS = Labelled(
+    Counter(
+        "gomodel_category_decisions_total",
+        "Requests to a category route by alias and the content category decided (or forced).",
+        ["alias", "category"],
+    )
+)
 SMART_ESCALATIONS = Labelled(
     Counter(
         "gomodel_pro_smartroute_escalations_total",
