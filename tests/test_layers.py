@@ -16,7 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 IO_FRAMEWORKS = ("django", "rest_framework", "httpx", "httpx2", "prometheus_client", "celery", "kombu", "redis",
-                 "psycopg", "jsonschema", "yaml", "httptools", "uvloop", "granian")
+                 "psycopg", "jsonschema", "yaml", "httptools", "aiohttp", "yarl", "uvloop", "granian")
 IO_STDLIB = ("socket", "ssl", "asyncio", "subprocess", "urllib", "http", "os", "pathlib", "io", "shutil", "tempfile",
              "logging", "time")
 IO_CALLS = ("open", "print", "input")
