@@ -179,12 +179,14 @@ def _revisions(query: SpendQuery) -> QuerySet[AuditRevision]:
 
 
 def _aggregates() -> dict[str, Any]:
+    # COUNT(created_at), not COUNT(id): every column read is in the spend index (never null there), so
+    # PostgreSQL answers from the index alone.
     return {
-        "requests": Count("id"),
+        "requests": Count("created_at"),
         "input_sum": Sum(_INPUT),
         "output_sum": Sum(_OUTPUT),
         "cost_sum": Sum(_COST),
-        "unpriced": Count("id", filter=_UNPRICED),
+        "unpriced": Count("created_at", filter=_UNPRICED),
     }
 
 
