@@ -1,0 +1,140 @@
+"""Killing one replica of three under load, through HAProxy: no answered request loses its audit revision
+(beyond the SIGKILL window the audit documents), HAProxy's health checks on /health/ready take the replica out
+and, once it runs again, put it back, and traffic reaches it again.
+
+The replicas are the README's production command; the audit goes through RabbitMQ to a Celery worker. Each
+answer names the replica that gave it (``X-Served-By``, added by the test's HAProxy), and HAProxy's own view of
+its servers is read from its stats socket.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+
+import pytest
+
+from tests.audit.procs import wait_for
+from tests.cluster.cluster import MASTER_KEY, Answer, Cluster, chat_body, request
+from tests.e2e.test_shutdown import DELIVERY_ALLOWANCE, FLUSH_INTERVAL
+
+pytestmark = [pytest.mark.slow, pytest.mark.services]
+
+CLIENTS = 16
+SERVED_BEFORE_THE_STOP = 30  # answers from the victim before it is stopped: it was really in the load
+
+
+class Load:
+    """CLIENTS clients sending one request after another through the load balancer until stopped."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.answers: list[Answer] = []
+        self.stopping = asyncio.Event()
+        self.tasks: list[asyncio.Task[None]] = []
+
+    def start(self) -> None:
+        self.tasks = [asyncio.create_task(self._client()) for _ in range(CLIENTS)]
+
+    async def _client(self) -> None:
+        while not self.stopping.is_set():
+            self.answers.append(await request(self.cluster.port, "POST", "/v1/chat/completions",
+                                              chat_body("sim/steady"), key=MASTER_KEY))
+
+    async def stop(self) -> list[Answer]:
+        self.stopping.set()
+        await asyncio.gather(*self.tasks)
+        return self.answers
+
+    async def until(self, condition, what: str) -> None:  # type: ignore[no-untyped-def]
+        await asyncio.to_thread(wait_for, lambda: condition(self.answers), 60, what, 0.05)
+
+
+@pytest.mark.parametrize(("signum", "victim_name"), [(signal.SIGKILL, "gw1"), (signal.SIGTERM, "gw2")],
+                         ids=["SIGKILL", "SIGTERM"])
+def test_a_replica_stopped_under_load_is_taken_out_put_back_and_loses_no_audit_revision(
+    gomodel_cluster: Cluster, signum: int, victim_name: str,
+) -> None:
+    cluster = gomodel_cluster
+    victim = cluster.replica(victim_name)
+    times: dict[str, float] = {}
+
+    async def scenario() -> list[Answer]:
+        load = Load(cluster)
+        load.start()
+        await load.until(lambda answers: sum(a.served_by == victim.name and a.status == 200 for a in answers)
+                         >= SERVED_BEFORE_THE_STOP, f"{victim.name} to serve its share")
+        times["stopped"] = time.monotonic()
+        if signum == signal.SIGKILL:
+            await asyncio.to_thread(victim.kill_everything)  # master and both workers at once
+        else:
+            victim.signal(signal.SIGTERM)  # the master forwards it: the workers drain, flush and exit
+        await asyncio.to_thread(cluster.balancer.wait_status, victim.name, "DOWN")
+        times["down"] = time.monotonic()
+        if signum == signal.SIGTERM:
+            assert await asyncio.to_thread(victim.wait, 60) == 0, victim.log()[-3000:]
+        # Out of rotation: the other two carry the load alone for a while.
+        await load.until(lambda answers: sum(a.sent_at > times["down"] and a.status == 200 for a in answers)
+                         >= 3 * SERVED_BEFORE_THE_STOP, "the others to serve the load alone")
+        times["restarting"] = time.monotonic()
+        await asyncio.to_thread(victim.start)  # replays whatever its spool holds
+        await asyncio.to_thread(cluster.balancer.wait_status, victim.name, "UP")
+        times["up"] = time.monotonic()
+        await load.until(lambda answers: sum(a.served_by == victim.name and a.sent_at > times["up"]
+                                             and a.status == 200 for a in answers) >= 5,
+                         f"traffic to reach {victim.name} again")
+        return await load.stop()
+
+    answers = asyncio.run(scenario())
+    ok = [a for a in answers if a.status == 200]
+    failed = [a for a in answers if a.status != 200]
+    print(f"{signal.Signals(signum).name} {victim.name}: {len(ok)} answered, {len(failed)} not "
+          f"({sorted({(a.status, a.error) for a in failed}, key=str)[:5]}); HAProxy took it out "
+          f"{times['down'] - times['stopped']:.1f}s after the signal")
+
+    # Every 200 came from a replica that was in rotation: none from the victim between its stop and its return.
+    assert all(a.request_id for a in ok)
+    assert not [a for a in ok if a.served_by == victim.name and times["stopped"] < a.sent_at < times["restarting"]]
+    # Once HAProxy had taken it out, and until it was started again, no client saw an error.
+    window = [a for a in answers if times["down"] < a.sent_at < times["restarting"]]
+    assert window
+    assert all(a.status == 200 for a in window), {(a.status, a.error) for a in window if a.status != 200}
+    # Only requests the victim held when it went away may have failed (HAProxy answers 502/503 for them).
+    assert all(a.sent_at < times["down"] for a in failed), [(a.status, a.error) for a in failed][:5]
+
+    # The audit: every answered request has its revision - for a SIGKILL, except what the victim answered in
+    # the last flush interval plus one delivery before the kill (docs/audit.md).
+    expected = {a.request_id for a in ok}
+    if signum == signal.SIGKILL:
+        bound = FLUSH_INTERVAL + DELIVERY_ALLOWANCE
+        expected -= {a.request_id for a in ok if a.served_by == victim.name
+                     and times["stopped"] - (a.answered_at or 0) <= bound}
+    try:
+        wait_for(lambda: expected <= cluster.revisions().keys(), 90,
+                 f"the audit revisions of {len(expected)} answered requests")
+    except AssertionError:
+        missing = [a for a in ok if a.request_id in expected - cluster.revisions().keys()]
+        detail = sorted((a.served_by, round((a.answered_at or 0) - times["stopped"], 2)) for a in missing)
+        raise AssertionError(f"{len(missing)} answered requests have no audit revision (replica, answered "
+                             f"seconds after the stop): {detail[:20]}\n{cluster.logs()}") from None
+    stored = cluster.revisions()
+    assert all(stored[a.request_id]["status"] == 200 for a in ok if a.request_id in expected)
+    lost = [a for a in ok if a.request_id not in stored]
+    print(f"audit: {len(ok) - len(lost)} of {len(ok)} answered requests stored; {len(lost)} lost "
+          f"(all answered by {victim.name} within {FLUSH_INTERVAL + DELIVERY_ALLOWANCE:g}s before the SIGKILL)")
+    if signum == signal.SIGTERM:
+        assert lost == []
+    else:
+        assert all(a.served_by == victim.name for a in lost)
+
+
+def test_haproxy_runs_the_deploy_configuration_with_every_replica_checked(gomodel_cluster: Cluster) -> None:
+    servers = gomodel_cluster.balancer.servers()
+    assert set(servers) == {r.name for r in gomodel_cluster.replicas}
+    for name, row in servers.items():
+        assert row["status"] == "UP", name
+        assert row["check_status"] == "L7OK", name  # /health/ready answered 200
+    answer = asyncio.run(request(gomodel_cluster.port, "GET", "/metrics"))
+    assert answer.status == 404  # /metrics is for Prometheus on each replica, not for clients
+
