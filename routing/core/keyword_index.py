@@ -33,26 +33,29 @@ _ASCII_BREAKS = bytes(i if chr(i).isascii() and (chr(i).isalnum() or i == 0x5F) 
 _Entry = tuple[int, str, "re.Pattern[str]"]
 
 
-def _words_of(folded: str) -> set[bytes]:
-    r"""The distinct words (``\w+`` runs) of ``folded``, UTF-8 encoded.
+def _words_of(folded: str, encoded: bytes) -> set[bytes]:
+    r"""The distinct words (``\w+`` runs) of ``folded`` (``encoded`` is its UTF-8), UTF-8 encoded.
 
     Why bytes: ``re.findall(r"\w+")`` costs ~40 ns per character, while translating the encoded text's
     separators to spaces and splitting costs ~5; only a word holding non-ASCII characters (which may hide
     non-ASCII punctuation, or be Chinese text without spaces) is split again with the regex.
     """
-    words = set(folded.encode().translate(_ASCII_BREAKS).split())
+    words = set(encoded.translate(_ASCII_BREAKS).split())
     if folded.isascii():
         return words
     for word in [w for w in words if not w.isascii()]:
-        words.discard(word)
-        words.update(part.encode() for part in _WORD.findall(word.decode()))
+        text = word.decode()
+        if not text.isalnum():  # "möchte" is one word as it is; "„unterwegs“" or "你好，世界" are not
+            words.discard(word)
+            words.update(part.encode() for part in _WORD.findall(text))
     return words
 
 
 class WordIndexMatcher:
     """Finds the earliest keyword of a list in a case-folded text (see the module docstring)."""
 
-    __slots__ = ("keywords", "_words", "_stems", "_phrases", "_ascii_plain", "_other_plain")
+    __slots__ = ("keywords", "_words", "_stems", "_phrases", "_ascii_plain", "_other_plain", "_below_other")
+    _other_plain: dict[str, tuple[tuple[str, _Entry], ...]]
 
     def __init__(self, keywords: Sequence[str]) -> None:
         self.keywords = tuple(keywords)
@@ -80,7 +83,17 @@ class WordIndexMatcher:
             else:
                 plain.append((self._sentinel(body), body, entry))
         self._ascii_plain = tuple(item for item in plain if item[1].isascii())
-        self._other_plain = tuple(item for item in plain if not item[1].isascii())
+        # The others (mostly Chinese) by their first character: only those whose first character is in the
+        # text are searched for, found through the set of the text's characters.
+        other: dict[str, list[tuple[str, _Entry]]] = {}
+        for _sentinel, body, entry in plain:
+            if not body.isascii():
+                other.setdefault(body[0], []).append((body, entry))
+        self._other_plain = {first: tuple(items) for first, items in other.items()}
+        # A text without a UTF-8 lead byte as high as the lowest such first character's (German, French...)
+        # skips them: deleting every lower byte is one C call, where max() over the text is a Python loop.
+        lowest = min(other, default="\U0010ffff").encode()[0]
+        self._below_other = bytes(range(lowest))
 
     @staticmethod
     def _sentinel(body: str) -> str:
@@ -94,14 +107,18 @@ class WordIndexMatcher:
 
     def first_match_folded(self, folded: str) -> str | None:
         """The earliest keyword of the list found in ``folded`` (already case-folded), or None."""
-        words = _words_of(folded)
+        encoded = folded.encode()
+        words = _words_of(folded, encoded)
         found: list[_Entry] = [self._words[word] for word in words.intersection(self._words)]
         stems = self._stems
         for key in set(map(_STEM_PREFIX, words)).intersection(stems):
             found.extend(entry for stem, entry in stems[key] if any(w.startswith(stem) for w in words))
         for first in words.intersection(self._phrases):
             found.extend(entry for entry in self._phrases[first] if entry[2].search(folded))
-        plain = self._ascii_plain if folded.isascii() else self._ascii_plain + self._other_plain
-        found.extend(entry for sentinel, body, entry in plain
+        found.extend(entry for sentinel, body, entry in self._ascii_plain
                      if sentinel in folded and body in folded and entry[2].search(folded))
+        if self._other_plain and encoded.translate(None, self._below_other):
+            other = self._other_plain
+            for first in set(folded).intersection(other):
+                found.extend(entry for body, entry in other[first] if body in folded and entry[2].search(folded))
         return min(found)[1] if found else None

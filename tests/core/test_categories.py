@@ -164,6 +164,14 @@ def test_operator_keywords_replace_one_category_and_keep_the_others() -> None:
     assert merged_keywords(dict(overrides))["code"] == DEFAULT_CATEGORY_KEYWORDS["code"]
 
 
+def test_operator_keywords_of_any_script_are_found_in_any_text() -> None:
+    overrides = (("analysis", ("*überprüf*", "検討", "évalue*")),)
+    assert verdict("Bitte ÜBERPRÜFE den Vertrag", keywords=overrides).detail == "*überprüf*"
+    assert verdict("この案を検討してください", keywords=overrides).detail == "検討"
+    assert verdict("Évaluez ce plan", keywords=overrides).detail == "évalue*"
+    assert verdict("Bitte prüfe den Vertrag", keywords=overrides).category == "general"
+
+
 def test_a_keyword_listed_in_two_categories_belongs_to_the_earlier_one() -> None:
     matcher = category_matcher((("code", ("sonnet",)), ("writing", ("sonnet",))))
     assert matcher.first_match("a sonnet") == ("code", "sonnet")
