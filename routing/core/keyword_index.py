@@ -113,12 +113,12 @@ class WordIndexMatcher:
         stems = self._stems
         for key in set(map(_STEM_PREFIX, words)).intersection(stems):
             found.extend(entry for stem, entry in stems[key] if any(w.startswith(stem) for w in words))
-        for first in words.intersection(self._phrases):
-            found.extend(entry for entry in self._phrases[first] if entry[2].search(folded))
+        for first_word in words.intersection(self._phrases):
+            found.extend(entry for entry in self._phrases[first_word] if entry[2].search(folded))
         found.extend(entry for sentinel, body, entry in self._ascii_plain
                      if sentinel in folded and body in folded and entry[2].search(folded))
         if self._other_plain and encoded.translate(None, self._below_other):
             other = self._other_plain
-            for first in set(folded).intersection(other):
-                found.extend(entry for body, entry in other[first] if body in folded and entry[2].search(folded))
+            for char in set(folded).intersection(other):
+                found.extend(entry for body, entry in other[char] if body in folded and entry[2].search(folded))
         return min(found)[1] if found else None
