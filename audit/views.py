@@ -221,7 +221,7 @@ def tuning_page(request: HttpRequest) -> HttpResponse:
 def _axis_money(value: float) -> str:
     if value == 0:
         return "$0"
-    return f"${value:.3g}" if value < 1 else f"${value:,.2f}" if value < 100 else f"${value:,.0f}"
+    return f"${value:.2g}" if value < 1 else f"${value:,.2f}" if value < 100 else f"${value:,.0f}"  # fits the axis
 
 
 _PERIOD_LABELS = {"day": "%m-%d", "week": "%m-%d", "month": "%Y-%m"}
@@ -291,6 +291,7 @@ def spend_page(request: HttpRequest) -> HttpResponse:
         period_rows=[
             (row, _money(row.totals.cost_usd), _history_url(query, max(row.start, query.start), row.end))
             for row in reversed(periods)
+            if row.totals.requests  # the chart shows the quiet periods; the table lists the busy ones
         ],
         history_url=_history_url(query, query.start, query.end),
         csv_query=_query(**effective),

@@ -2,9 +2,10 @@
 
 Starts ``manage.py demo`` (the README's first command) on a fresh SQLite database of its own, sends it a few
 dozen requests (easy and hard ones, a session that escalates, streams, tools, JSON mode, the Anthropic API) with
-one scripted rate limit at the simulated provider so that a request falls back, logs into the auditor pages as
-the demo's admin and saves full-page PNGs over docs/audit-request.png, docs/audit-history.png and
-docs/audit-tuning.png. The browser is Debian's ``chromium`` package (``apt-get install chromium``) driven by
+one scripted rate limit at the simulated provider so that a request falls back, and some from gateway keys of
+two teams (made with ``manage.py createkey --team``), logs into the auditor pages as the demo's admin and saves
+full-page PNGs over docs/audit-request.png, docs/audit-history.png, docs/audit-tuning.png and
+docs/audit-spend.png. The browser is Debian's ``chromium`` package (``apt-get install chromium``) driven by
 Playwright; the script stops on any console error, so a page that lost its styles or scripts is never saved.
 """
 
@@ -54,9 +55,13 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def demo_env(workdir: Path) -> dict[str, str]:
+    return dict(os.environ, DATABASE_URL=f"sqlite:///{workdir}/demo.sqlite3", AUDIT_SPOOL_DIR=str(workdir / "spool"))
+
+
 def start_demo(port: int, workdir: Path) -> tuple[subprocess.Popen[str], str]:
     """``manage.py demo`` on a fresh database; the process and the admin password it printed."""
-    env = dict(os.environ, DATABASE_URL=f"sqlite:///{workdir}/demo.sqlite3", AUDIT_SPOOL_DIR=str(workdir / "spool"))
+    env = demo_env(workdir)
     demo = subprocess.Popen([sys.executable, "manage.py", "demo", "--port", str(port)], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, text=True)
     assert demo.stdout is not None
@@ -113,6 +118,42 @@ def send_traffic(client: httpx2.Client) -> str:
     raise SystemExit("no hard request was routed to gpt-5 in ten tries")
 
 
+# Keys of two teams, and how many easy and hard requests each sends (the spend page groups them).
+TEAM_KEYS = {"platform": {"ci-bot": (6, 2), "web-app": (10, 1)}, "research": {"notebooks": (3, 4)}}
+
+
+def create_team_keys(workdir: Path) -> dict[str, str]:
+    """The teams and their keys in the demo's database; each key's secret by name."""
+    env = dict(demo_env(workdir), GOMODEL_DEMO="true")  # the demo's settings, as `manage.py demo` sets them
+    teams = "; ".join(f"Team.objects.create(name={team!r})" for team in TEAM_KEYS)
+    subprocess.run([sys.executable, "manage.py", "shell", "-c", f"from routing.models import Team; {teams}"],
+                   cwd=ROOT, env=env, check=True)
+    secrets = {}
+    for team, keys in TEAM_KEYS.items():
+        for name in keys:
+            done = subprocess.run([sys.executable, "manage.py", "createkey", name, "--team", team], cwd=ROOT, env=env,
+                                  check=True, capture_output=True, text=True)
+            secrets[name] = done.stdout.strip()
+    return secrets
+
+
+def send_team_traffic(client: httpx2.Client, secrets: dict[str, str]) -> None:
+    """Easy and hard requests from each team's keys (once the gateway has loaded the new keys)."""
+    deadline = time.monotonic() + 20
+    for team_keys in TEAM_KEYS.values():
+        for name, (easy, hard) in team_keys.items():
+            auth = {"Authorization": f"Bearer {secrets[name]}"}
+            texts = EASY[:easy] + HARD[:hard]
+            for text in texts:
+                body = {"model": "normal", "messages": [{"role": "user", "content": text}]}
+                while (response := client.post("/v1/chat/completions", json=body, headers=auth)).status_code == 401:
+                    if time.monotonic() > deadline:
+                        raise SystemExit(f"the demo did not accept the new key {name}: {response.text[:300]}")
+                    time.sleep(0.5)
+                if response.status_code != 200:
+                    raise SystemExit(f"the demo answered {response.status_code}: {response.text[:300]}")
+
+
 def log_in(page: Page, base: str, password: str) -> None:
     page.goto(f"{base}/admin/login/?next=/audit/")
     page.fill("#id_username", "admin")
@@ -130,7 +171,7 @@ def wait_for_page(page: Page, url: str, timeout: float = 20.0) -> None:
         time.sleep(0.5)
 
 
-def take_screenshots(base: str, password: str, request_id: str) -> None:
+def take_screenshots(base: str, password: str, request_id: str, only: list[str]) -> None:
     problems: list[str] = []
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
@@ -140,8 +181,10 @@ def take_screenshots(base: str, password: str, request_id: str) -> None:
         log_in(page, base, password)
         wait_for_page(page, f"{base}/audit/requests/{request_id}/")
         shots = {"audit-request.png": f"{base}/audit/requests/{request_id}/", "audit-history.png": f"{base}/audit/",
-                 "audit-tuning.png": f"{base}/audit/tuning/"}
+                 "audit-tuning.png": f"{base}/audit/tuning/", "audit-spend.png": f"{base}/audit/spend/?group=team"}
         for name, url in shots.items():
+            if only and name not in only:
+                continue
             page.goto(url)
             if problems:
                 raise SystemExit(f"{url}: " + "; ".join(problems))
@@ -153,14 +196,18 @@ def take_screenshots(base: str, password: str, request_id: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=0, help="the demo's port (default: a free one)")
-    port = parser.parse_args().port or free_port()
+    parser.add_argument("--only", action="append", default=[], metavar="NAME",
+                        help="save only this PNG, such as audit-spend.png (repeatable; default: all)")
+    args = parser.parse_args()
+    port = args.port or free_port()
     base = f"http://127.0.0.1:{port}"
     with tempfile.TemporaryDirectory(prefix="gomodel-screenshots-") as workdir:
         demo, password = start_demo(port, Path(workdir))
         try:
             with httpx2.Client(base_url=base, timeout=60) as client:
                 request_id = send_traffic(client)
-            take_screenshots(base, password, request_id)
+                send_team_traffic(client, create_team_keys(Path(workdir)))
+            take_screenshots(base, password, request_id, args.only)
         finally:
             demo.send_signal(signal.SIGINT)  # the demo stops its gateway and simulator on Ctrl-C
             demo.wait(timeout=30)
