@@ -27,6 +27,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -231,6 +232,11 @@ class Cluster:
         return "\n".join(parts)
 
 
+def _stop_simulator(started: Future[SimulatorProcess]) -> None:
+    if started.exception() is None:
+        started.result().stop()
+
+
 def _flush_redis(url: str) -> None:
     client = redis.Redis.from_url(url)
     try:
@@ -242,15 +248,19 @@ def _flush_redis(url: str) -> None:
 @contextlib.contextmanager
 def cluster(tmp: Path, replicas: int = 3) -> Iterator[Cluster]:
     """The cluster, up and every replica in HAProxy's rotation; everything stopped afterwards."""
-    with contextlib.ExitStack() as stack:
-        database_url = stack.enter_context(fresh_database("cluster"))
+    with contextlib.ExitStack() as stack, ThreadPoolExecutor(2) as pool:
+        # The broker's virtual host and the simulator are made while the database is migrated.
+        vhost = RabbitVhost()
+        stack.callback(vhost.delete)  # harmless when it was never created
+        vhost_made = pool.submit(vhost.create)
+        sim_started = pool.submit(start_simulator_process, config={"models": SIM_MODELS})
+        stack.callback(_stop_simulator, sim_started)
         redis_url = f"redis://127.0.0.1:6379/{REDIS_DB}"
         _flush_redis(redis_url)
         stack.callback(_flush_redis, redis_url)
-        vhost = RabbitVhost()
-        vhost.create()
-        stack.callback(vhost.delete)
-        sim = stack.enter_context(start_simulator_process(config={"models": SIM_MODELS}))
+        database_url = stack.enter_context(fresh_database("cluster"))
+        vhost_made.result()
+        sim = sim_started.result()
         config = tmp / "config.yaml"
         config.write_text(yaml.safe_dump(gateway_config(sim.base_url)))
         env = {
@@ -262,14 +272,14 @@ def cluster(tmp: Path, replicas: int = 3) -> Iterator[Cluster]:
         gateways = [Replica(f"gw{i + 1}", tmp / f"gw{i + 1}", env) for i in range(replicas)]
         for gateway in gateways:
             stack.callback(gateway.kill_everything)
-        # Started one after the other: three at once race to apply GOMODEL_CONFIG on an empty database.
-        gateways[0].start()
-        for gateway in gateways[1:]:
+        # All at once, as an orchestrator starts them: six worker processes apply GOMODEL_CONFIG to the empty
+        # database together, and the worker starts meanwhile.
+        for gateway in gateways:
             gateway.launch()
-        worker = Worker(env, tmp / "worker.log")  # started while the other two replicas start
+        worker = Worker(env, tmp / "worker.log")
         stack.callback(worker.stop)
         worker.start()
-        for gateway in gateways[1:]:
+        for gateway in gateways:
             wait_for(gateway._ready, 90, f"{gateway.name} to serve")
         balancer = LoadBalancer(tmp, gateways)
         balancer.start()
