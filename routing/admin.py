@@ -326,6 +326,44 @@ class CategoryRouteAdmin(VersionedAdmin):
     )
 
 
+class RoutingPolicyForm(forms.ModelForm):
+    class Meta:
+        model = m.RoutingPolicy
+        fields = "__all__"
+
+    def clean(self) -> dict[str, Any]:
+        """The fallback chain may not come back to this policy (the cycle is named next to ``fallback_to``)."""
+        data = super().clean()
+        name = data.get("name")
+        if not name or self.errors:
+            return data
+        fields: dict[str, object] = {"strategy": data.get("strategy")}
+        for key in ("strength", "max_latency_ms", "max_cost_usd"):
+            if data.get(key) not in (None, ""):
+                fields[key] = data[key]
+        fallback = data.get("fallback_to")
+        if fallback is not None:
+            fields["fallback_to"] = fallback.name
+        previous = None
+        if self.instance.pk:
+            previous = m.RoutingPolicy.objects.filter(pk=self.instance.pk).values_list("name", flat=True).first()
+        errors: dict[str, list[str]] = {}
+        for problem in graph_check.policy_problems_with(name, fields, previous_name=previous):
+            errors.setdefault(problem.field, []).append(problem.message[0].upper() + problem.message[1:] + ".")
+        if errors:
+            raise ValidationError(errors)
+        return data
+
+
+@admin.register(m.RoutingPolicy)
+class RoutingPolicyAdmin(VersionedAdmin):
+    form = RoutingPolicyForm
+    list_display = ("name", "strategy", "strength", "max_latency_ms", "max_cost_usd", "fallback_to")
+    list_filter = ("strategy",)
+    search_fields = ("name",)
+    list_select_related = ("fallback_to",)
+
+
 class ContractForm(forms.ModelForm):
     modalities = forms.MultipleChoiceField(
         choices=[(x, x) for x in m.MODALITIES], widget=forms.CheckboxSelectMultiple, required=False

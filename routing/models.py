@@ -20,6 +20,7 @@ from routing.config.provider_keys import variable_refusal
 from routing.core.categories import CATEGORIES, KEYWORD_CATEGORIES
 from routing.core.key_references import reference_variable
 from routing.core.limits import BUDGET_PERIODS
+from routing.core.policies import POLICY_STRATEGIES
 from routing.core.table import CAPABILITIES, PROVIDER_KINDS, STRATEGIES
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,199}$")
@@ -389,6 +390,64 @@ class CategoryRoute(models.Model):
     def category_targets(self) -> dict[str, str]:
         """The categories given a target of their own: ``{category: target}`` in CATEGORIES order."""
         return {category: getattr(self, category) for category in CATEGORIES if getattr(self, category)}
+
+
+class RoutingPolicy(models.Model):
+    """A named routing policy (routing.core.policies): a strategy, constraints, and the policy to fall back to.
+
+    ``fallback_to`` is a reference to another policy: deleting a policy another one falls back to is refused
+    (RESTRICT) unless both go together; chains are checked for cycles across rows in the admin form and the
+    config loader (routing.core.policies.policy_problems).
+    """
+
+    name = models.CharField(max_length=200, unique=True, validators=[validate_name],
+                            help_text='Clients select it with X-Routing-Policy; "default" applies to requests '
+                                      "that name none.")
+    strategy = models.CharField(
+        max_length=16, choices=[(s, s) for s in POLICY_STRATEGIES], default="priority",
+        help_text="priority: the virtual model's declared order; strength: the virtual model's own strategy among "
+                  "targets with the strength; cost: cheapest estimated cost first; latency: fastest first.",
+    )
+    strength = models.CharField(
+        max_length=32, blank=True, choices=[("", "any")] + [(c, c) for c in CATEGORIES],
+        help_text="Only targets whose strengths include it (required by the strength strategy).",
+    )
+    max_latency_ms = models.PositiveIntegerField(
+        null=True, blank=True, validators=[MinValueValidator(1)],
+        help_text="Only targets whose latency estimate is at most this (never-measured targets qualify).",
+    )
+    max_cost_usd = models.FloatField(
+        null=True, blank=True,
+        help_text="Only targets whose estimated cost for the request is at most this, in USD (unpriced targets "
+                  "qualify).",
+    )
+    fallback_to = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.RESTRICT, related_name="fallen_back_from",
+        help_text="The policy to use when no target meets this one's constraints (a chain; no cycles).",
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name_plural = "routing policies"
+
+    def __str__(self) -> str:
+        return self.name
+
+    # Field checks across policies (strength strategy needs a strength, cost > 0, no cycles) are in
+    # routing.core.policies.policy_problems, shared by the admin form and the config file.
+    def as_fields(self) -> dict[str, object]:
+        """The policy as the checks and the config file read it (only the fields that are set)."""
+        out: dict[str, object] = {"strategy": self.strategy}
+        if self.strength:
+            out["strength"] = self.strength
+        if self.max_latency_ms is not None:
+            out["max_latency_ms"] = self.max_latency_ms
+        if self.max_cost_usd is not None:
+            out["max_cost_usd"] = self.max_cost_usd
+        if self.fallback_to_id is not None:
+            out["fallback_to"] = self.fallback_to.name if self.fallback_to else None
+        return out
 
 
 def hash_secret(secret: str) -> str:

@@ -17,6 +17,7 @@ CONFIG_MODELS = (
     m.VirtualModelTarget,
     m.TierRoute,
     m.CategoryRoute,
+    m.RoutingPolicy,
     m.Contract,
     m.Team,
     m.GatewayKey,

@@ -11,8 +11,10 @@ from collections.abc import Sequence
 from django.conf import settings
 
 from routing import models as m
+from routing.core.categories import CATEGORIES
 from routing.core.category_graph import RouteProblem, check_category_routes
 from routing.core.graph import GraphProblem, check_virtual_graph
+from routing.core.policies import PolicyProblem, policy_problems
 
 
 def public_name_owner(name: str, *, exclude: tuple[str, int | None]) -> str | None:
@@ -63,3 +65,17 @@ def category_route_problems_with(alias: str, targets: dict[str, str], *,
     tier_aliases = set(m.TierRoute.objects.values_list("alias", flat=True)) | set(settings.PRO_SMART_ROUTING_ROUTES)
     problems = check_category_routes(routes, callable_names=callable_names(), tier_aliases=tier_aliases)
     return [problem for problem in problems if problem.alias == alias]
+
+
+def policy_problems_with(name: str, fields: dict[str, object], *, previous_name: str | None) -> list[PolicyProblem]:
+    """Problems of the routing policy ``name`` if it had ``fields``, every other policy as stored now; only the
+    edited policy's own problems are returned (a cycle through it is reported from its point of view)."""
+    policies: dict[str, dict[str, object]] = {name: fields}
+    for row in m.RoutingPolicy.objects.select_related("fallback_to"):
+        if row.name in (name, previous_name):
+            continue
+        stored = row.as_fields()
+        if stored.get("fallback_to") == previous_name and previous_name is not None:
+            stored["fallback_to"] = name  # a rename keeps the references to it
+        policies[row.name] = stored
+    return [problem for problem in policy_problems(policies, categories=CATEGORIES) if problem.policy == name]

@@ -22,6 +22,7 @@ from routing.clients.egress import egress
 from routing.config.provider_keys import look_up
 from routing.core.categories import DEFAULT_LONG_CONTEXT_TOKENS, KEYWORD_CATEGORIES
 from routing.core.limits import Limits
+from routing.core.policies import PolicySpec
 from routing.core.table import (
     CategoryRouteSpec,
     ContractSpec,
@@ -201,6 +202,17 @@ def compile_table(version: int) -> RoutingTable:
         )
         for row in m.CategoryRoute.objects.select_related("contract")
     ]
+    policies = [
+        PolicySpec(
+            name=row.name,
+            strategy=row.strategy,
+            strength=row.strength or None,
+            max_latency_ms=None if row.max_latency_ms is None else float(row.max_latency_ms),
+            max_cost_usd=row.max_cost_usd,
+            fallback_to=row.fallback_to.name if row.fallback_to else None,
+        )
+        for row in m.RoutingPolicy.objects.select_related("fallback_to")
+    ]
     teams = {
         row.id: TeamSpec(name=row.name, limits=compile_limits(row), allowed_models=frozenset(row.allowed_models or []))
         for row in m.Team.objects.all()
@@ -228,6 +240,7 @@ def compile_table(version: int) -> RoutingTable:
         virtual_models=virtual,
         tier_routes=list(routes.values()),
         category_routes=category_routes,
+        policies=policies,
         contracts=contracts,
         keys=gateway_keys,
         settings=compile_settings(m.RoutingSettings.objects.filter(pk=1).first()),

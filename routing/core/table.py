@@ -13,6 +13,7 @@ from types import MappingProxyType
 from typing import Any
 
 from routing.core.limits import Limits, LimitScope
+from routing.core.policies import PolicySpec
 
 CAPABILITIES = ("text", "image", "audio", "file", "tools", "json_schema", "reasoning")
 PROVIDER_KINDS = ("openai", "azure_openai", "anthropic", "gemini")
@@ -231,6 +232,7 @@ class RoutingTable:
     virtual_models: Mapping[str, VirtualModelSpec] = field(default_factory=lambda: _frozen({}))
     tier_routes: Mapping[str, TierRouteSpec] = field(default_factory=lambda: _frozen({}))
     category_routes: Mapping[str, CategoryRouteSpec] = field(default_factory=lambda: _frozen({}))
+    policies: Mapping[str, PolicySpec] = field(default_factory=lambda: _frozen({}))  # named routing policies
     contracts: Mapping[str, ContractSpec] = field(default_factory=lambda: _frozen({}))
     keys_by_hash: Mapping[str, KeySpec] = field(default_factory=lambda: _frozen({}))
     settings: RoutingSettings = field(default_factory=RoutingSettings)
@@ -244,6 +246,7 @@ class RoutingTable:
         virtual_models: list[VirtualModelSpec] | tuple[VirtualModelSpec, ...] = (),
         tier_routes: list[TierRouteSpec] | tuple[TierRouteSpec, ...] = (),
         category_routes: list[CategoryRouteSpec] | tuple[CategoryRouteSpec, ...] = (),
+        policies: list[PolicySpec] | tuple[PolicySpec, ...] = (),
         contracts: list[ContractSpec] | tuple[ContractSpec, ...] = (),
         keys: list[KeySpec] | tuple[KeySpec, ...] = (),
         settings: RoutingSettings | None = None,
@@ -255,6 +258,7 @@ class RoutingTable:
             virtual_models=_frozen({v.source: v for v in virtual_models}),
             tier_routes=_frozen({t.alias: t for t in tier_routes}),
             category_routes=_frozen({c.alias: c for c in category_routes}),
+            policies=_frozen({p.name: p for p in policies}),
             contracts=_frozen({c.workload: c for c in contracts}),
             keys_by_hash=_frozen({k.secret_hash: k for k in keys}),
             settings=settings or RoutingSettings(),

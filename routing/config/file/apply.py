@@ -16,6 +16,7 @@ from django.db import transaction
 from routing import models as m
 from routing.config.file.category_routes import apply_category_routes, prune_category_routes
 from routing.config.file.dump import dump_config
+from routing.config.file.policies import apply_routing_policies, prune_routing_policies
 from routing.config.file.schema import SETTINGS_FIELDS
 from routing.config.file.teams import apply_teams
 from routing.config.provider_egress import EGRESS_FIELDS
@@ -152,6 +153,8 @@ def _apply(canonical: Mapping[str, Any], before: Mapping[str, Any], *, prune: bo
 
     apply_category_routes(canonical, before, contract_rows)
 
+    apply_routing_policies(canonical, before)
+
     if "settings" in canonical or prune:
         wanted = canonical.get("settings", {})
         if wanted != before.get("settings", {}):
@@ -166,6 +169,7 @@ def _apply(canonical: Mapping[str, Any], before: Mapping[str, Any], *, prune: bo
     if prune:
         m.TierRoute.objects.exclude(alias__in=list(canonical.get("tier_routes", {}))).delete()
         prune_category_routes(canonical)
+        prune_routing_policies(canonical)
         m.VirtualModel.objects.exclude(source__in=[v["source"] for v in canonical.get("virtual_models", [])]).delete()
         keep_models = [e.get("name") or f"{e['provider']}/{e['upstream']}" for e in canonical.get("models", [])]
         m.ProviderModel.objects.exclude(name__in=keep_models).delete()

@@ -13,6 +13,7 @@ import yaml
 
 from routing import models as m
 from routing.config.file.category_routes import category_route_entries
+from routing.config.file.policies import routing_policy_entries
 from routing.config.file.schema import SETTINGS_FIELDS
 from routing.config.file.teams import dump_teams
 from routing.config.provider_egress import EGRESS_FIELDS
@@ -140,11 +141,13 @@ def dump_config() -> dict[str, Any]:
                .prefetch_related("targets").order_by("id")]
     routes = {r.alias: _route_entry(r) for r in m.TierRoute.objects.select_related("contract").order_by("id")}
     category_routes = category_route_entries()
+    policies = routing_policy_entries()
     contracts = [_contract_entry(c) for c in m.Contract.objects.order_by("id")]
     settings_ = _settings_entry()
     teams = dump_teams()
     for key, value in (("providers", providers), ("models", models_), ("virtual_models", virtual),
                        ("tier_routes", routes), ("category_routes", category_routes),
+                       ("routing_policies", policies),
                        ("contracts", contracts), ("teams", teams), ("settings", settings_)):
         if value:
             out[key] = value

@@ -29,6 +29,7 @@ from routing.config.file.checks import (
     _num,
 )
 from routing.config.file.contract import _parse_contract
+from routing.config.file.policies import parse_routing_policies
 from routing.config.file.schema import SECTIONS, SETTINGS_FIELDS, ConfigError
 from routing.config.file.teams import parse_team
 from routing.config.provider_egress import EGRESS_FIELDS, egress_problems
@@ -103,6 +104,7 @@ def parse_config(data: Mapping[str, Any]) -> dict[str, Any]:
     _check_duplicates(chk, "teams", [t["name"] for t in teams], "name")
 
     category_routes = parse_category_routes(chk, data, contract_names)
+    policies = parse_routing_policies(chk, data)
 
     settings_out = _parse_settings(chk, data)
     _check_names_and_graph(chk, model_names, virtual, routes)
@@ -120,6 +122,8 @@ def parse_config(data: Mapping[str, Any]) -> dict[str, Any]:
         out["tier_routes"] = routes
     if category_routes:
         out["category_routes"] = category_routes
+    if policies:
+        out["routing_policies"] = policies
     if contracts:
         out["contracts"] = contracts
     if teams:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-SECTIONS = ("providers", "models", "virtual_models", "tier_routes", "category_routes", "contracts", "teams", "settings")
+SECTIONS = ("providers", "models", "virtual_models", "tier_routes", "category_routes", "routing_policies", "contracts",
+            "teams", "settings")
 SETTINGS_FIELDS = {
     "smart_routing_enabled": bool,
     "smart_routing_threshold": int,
