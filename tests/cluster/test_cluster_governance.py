@@ -38,7 +38,8 @@ def test_a_key_with_rpm_30_gets_exactly_30_answers_whichever_replica_serves_them
     ok = [a for a in answers if a.status == 200]
     refused = [a for a in answers if a.status != 200]
     assert len(ok) == RPM, sorted(str((a.status, a.error_code)) for a in answers)
-    assert {a.served_by for a in ok} == {r.name for r in cluster.replicas}  # every replica admitted some
+    assert {a.served_by for a in answers} == {r.name for r in cluster.replicas}
+    assert len({a.served_by for a in ok}) >= 2  # the 30 were admitted by several replicas together
     assert {(a.status, a.error_code) for a in refused} == {(429, "rate_limit_exceeded")}
     assert all(int(a.headers["retry-after"]) >= 1 for a in refused)
     assert {a.headers.get("x-ratelimit-limit-requests") for a in ok} == {str(RPM)}
