@@ -20,6 +20,7 @@ so nothing was processed. Once any byte came back, the outcome is the caller's t
 from __future__ import annotations
 
 import asyncio
+import io
 import ssl
 from collections.abc import Mapping
 
@@ -46,6 +47,8 @@ _RESERVED_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "c
 # No timeout ever rounds up to a whole second (aiohttp's default does above 5 s).
 _NO_CEILING = 1e9
 _MAX_CACHED_TIMEOUTS = 256
+# Bodies above this go out in 64 KiB pieces, each waiting for the socket (aiohttp warns about larger raw bytes).
+_PIECEWISE_BODY = 1024 * 1024
 
 
 class Client:
@@ -111,12 +114,13 @@ class Client:
         self, method: str, target: Target, headers: dict[str, str], body: bytes, route: Route, deadline: float,
         connect_by: float, loop: asyncio.AbstractEventLoop, *, resend: bool = True,
     ) -> aiohttp.ClientResponse:
+        data = body if len(body) <= _PIECEWISE_BODY else io.BytesIO(body)
         exchange = Exchange()
         token = current_exchange.set(exchange)
         try:
             async with asyncio.timeout_at(deadline):
                 return await self._session.request(
-                    method, target.url, data=body, headers=headers, allow_redirects=False,
+                    method, target.url, data=data, headers=headers, allow_redirects=False,
                     proxy=route.proxy_url, proxy_headers=route.proxy_headers, ssl=route.tls or True,
                     timeout=self._timeout(connect_by - loop.time()),
                 )

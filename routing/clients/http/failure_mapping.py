@@ -64,7 +64,7 @@ def head_failure(message: str) -> TransportFailure:
     lowered = message.lower()
     if "too many headers" in lowered:
         return TransportFailure("protocol", f"the provider sent more than {MAX_HEADER_LINES} header lines")
-    if "too long" in lowered or "got more than" in lowered:
+    if "too long" in lowered or "got more than" in lowered or "exceeds" in lowered:
         return TransportFailure("protocol", f"the provider's response head exceeds the size limits ({message})")
     return TransportFailure("protocol", f"the provider sent an invalid HTTP response ({message})")
 

@@ -376,3 +376,21 @@ def test_https_is_spoken_and_the_certificate_checked_against_the_host_name() -> 
             await server.wait_closed()
 
     asyncio.run(main())
+
+
+def test_a_provider_that_does_not_read_the_request_is_a_write_timeout_and_the_connection_is_reset() -> None:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await asyncio.Event().wait()  # accepts the connection, never reads from it
+
+    async def scenario() -> None:
+        async with Server(handler) as server:
+            client = make_client()
+            try:
+                with pytest.raises(TransportFailure) as failure:  # far more than the socket buffers hold
+                    await post(client, server.url, body=b"x" * (64 * 1024 * 1024), timeout=0.5)
+                assert failure.value.kind == "write_timeout"
+                assert client.slots.in_use == 0
+            finally:
+                await client.aclose()
+
+    asyncio.run(scenario())

@@ -152,8 +152,10 @@ def test_it_fails_a_response_followed_by_garbage_and_closes_the_connection() -> 
     (OK_HEAD + b"x-big: " + b"a" * (8 * 1024 * 1024) + b"\r\n", "exceeds"),
     (OK_HEAD + b"x-big: " + b"a" * (70 * 1024) + b"\r\ncontent-length: 2\r\n\r\nok", "exceeds"),
     (b"HTTP/1.1 200 " + b"O" * (9 * 1024) + b"\r\ncontent-length: 2\r\n\r\nok", "exceeds"),
+    (OK_HEAD + b"".join(b"x-h%d: %s\r\n" % (i, b"v" * 2048) for i in range(60)) + b"content-length: 2\r\n\r\nok",
+     "exceeds"),
     (OK_HEAD + b"".join(b"x-h%d: v\r\n" % i for i in range(101)) + b"content-length: 2\r\n\r\nok", "header lines"),
-], ids=["8 MiB header", "70 KiB header", "9 KiB status line", "101 headers"])
+], ids=["8 MiB header", "70 KiB header", "9 KiB status line", "120 KiB of headers", "101 headers"])
 def test_it_refuses_a_response_head_past_the_limits(head: bytes, words: str) -> None:
     async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await read_request(reader)
