@@ -39,6 +39,7 @@ from harness.configs import (
     chat_json,
     dump_yaml,
     gateway_config,
+    model_for,
     simulator_config,
 )
 from harness.loadruns import Endpoints, LoadRow, run_matrix, warm_up
@@ -165,6 +166,11 @@ class Bench:
             saved = self.gateway, self.gateway_url
             self.gateway, self.gateway_url = relay, f"http://127.0.0.1:{port}"
             try:
+                # As the gateway is warmed up before its rows: a relay's first row must not pay for opening its
+                # connections (measured cold, its JSON row's p99 held the cold start; bench/README.md).
+                for stream in (False, True):
+                    script = fixed_body_script(chat_json(model_for(PROFILES[0], route), stream=stream))
+                    run_wrk(self.endpoints().url_for(route), script, connections=20, seconds=2.0)
                 log(f"\n== reference: bare ASGI relay ({client}, no Django) on {self.gateway_url}, "
                     f"{self.args.seconds:g}s each")
                 rows = run_matrix(self.meter(), self.endpoints(), concurrencies=self.args.concurrencies,

@@ -16,7 +16,9 @@ import os
 from collections.abc import AsyncIterator
 from typing import Any
 
+import aiohttp
 import httpx2
+import yarl
 
 UPSTREAM = os.environ.get("BENCH_RELAY_UPSTREAM", "http://127.0.0.1:18001") + "/v1/chat/completions"
 CLIENT = os.environ.get("BENCH_RELAY_CLIENT", "aiohttp")
@@ -74,9 +76,6 @@ async def _post_aiohttp(body: bytes) -> tuple[int, str, AsyncIterator[bytes], An
     # cookies, no redirects, the URL parsed once, and the body passed on as it arrives (iter_any).
     global _client
     if _client is None:
-        import aiohttp
-        import yarl
-
         connector = aiohttp.TCPConnector(limit=1000, limit_per_host=1000, keepalive_timeout=30.0,
                                          use_dns_cache=True, ttl_dns_cache=300)
         session = aiohttp.ClientSession(connector=connector, cookie_jar=aiohttp.DummyCookieJar(),
