@@ -42,7 +42,7 @@ def test_every_long_running_service_has_a_health_check_and_the_order_is_migrate_
     compose: dict[str, Any],
 ) -> None:
     services = compose["services"]
-    for name in ("postgres", "redis", "gateway", "worker", "haproxy", "prometheus", "grafana"):
+    for name in ("postgres", "redis", "gateway", "worker", "prometheus", "grafana"):
         assert services[name]["healthcheck"]["test"], name
     assert services["migrate"]["command"] == ["python", "manage.py", "migrate", "--noinput"]
     assert services["migrate"]["restart"] == "no"
