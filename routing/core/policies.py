@@ -224,10 +224,13 @@ def policy_problems(
                                           f'unknown strength "{strength}" (expected {", ".join(categories)})'))
         if strategy == "strength" and not strength:
             problems.append(PolicyProblem(name, "strength", "the strength strategy needs a strength"))
-        for field_name in ("max_latency_ms", "max_cost_usd"):
-            value = policy.get(field_name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or not value > 0):
-                problems.append(PolicyProblem(name, field_name, f"must be a number greater than 0, got {value!r}"))
+        latency = policy.get("max_latency_ms")
+        if latency is not None and (isinstance(latency, bool) or not isinstance(latency, int) or not latency > 0):
+            problems.append(PolicyProblem(name, "max_latency_ms",
+                                          f"must be a whole number of milliseconds greater than 0, got {latency!r}"))
+        cost = policy.get("max_cost_usd")
+        if cost is not None and (isinstance(cost, bool) or not isinstance(cost, int | float) or not cost > 0):
+            problems.append(PolicyProblem(name, "max_cost_usd", f"must be a number greater than 0, got {cost!r}"))
         fallback = policy.get("fallback_to")
         if fallback is None:
             continue

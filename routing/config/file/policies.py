@@ -41,13 +41,11 @@ def parse_routing_policies(chk: _Checker, data: Mapping[str, Any]) -> dict[str, 
         policy: dict[str, Any] = {"strategy": entry.get("strategy", "priority")}
         if entry.get("strength") is not None:
             policy["strength"] = entry["strength"]
-        for key in ("max_latency_ms", "max_cost_usd"):
-            value = entry.get(key)
-            if value is not None:
-                number = _num(value)
-                # An integral number of milliseconds is kept an int, so the dump reads as it was written.
-                policy[key] = value if number is None else (int(number) if key == "max_latency_ms"
-                                                            and number == int(number) else number)
+        if entry.get("max_latency_ms") is not None:
+            policy["max_latency_ms"] = entry["max_latency_ms"]  # a whole number (checked below)
+        if entry.get("max_cost_usd") is not None:
+            cost = _num(entry["max_cost_usd"])
+            policy["max_cost_usd"] = entry["max_cost_usd"] if cost is None else cost
         if entry.get("fallback_to") is not None:
             policy["fallback_to"] = entry["fallback_to"]
         policies[str(name)] = policy
