@@ -102,6 +102,11 @@ def test_a_replica_stopped_under_load_is_taken_out_put_back_and_loses_no_audit_r
     assert all(a.status == 200 for a in window), {(a.status, a.error) for a in window if a.status != 200}
     # Only requests the victim held when it went away may have failed (HAProxy answers 502/503 for them).
     assert all(a.sent_at < times["down"] for a in failed), [(a.status, a.error) for a in failed][:5]
+    if signum == signal.SIGTERM:
+        # Drained, not cut: what it held at the signal was answered in full, and nothing failed at all.
+        held = [a for a in ok if a.served_by == victim.name and a.sent_at < times["stopped"] < (a.answered_at or 0)]
+        assert held
+        assert failed == []
 
     # The audit: every answered request has its revision - for a SIGKILL, except what the victim answered in
     # the last flush interval plus one delivery before the kill (docs/audit.md).
