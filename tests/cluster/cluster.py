@@ -196,7 +196,6 @@ class Cluster:
     replicas: list[Replica]
     balancer: LoadBalancer
     worker: Worker
-    _versions: list[str] = field(default_factory=list)
 
     @property
     def port(self) -> int:
