@@ -35,6 +35,7 @@ from typing import Any
 import psycopg
 import redis
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from routing.simulator.server import SimulatorProcess, start_simulator_process
 from tests.audit.procs import RabbitVhost, Worker, free_port, port_open, wait_for
@@ -218,6 +219,17 @@ class Cluster:
         wait_for(lambda: all(r.config_version() not in (None, before[r.name]) for r in self.replicas), 30,
                  f"every replica to load the configuration with the key {name}")
         return secret
+
+    def metric(self, name: str, **labels: str) -> float:
+        """The sum over every replica's /metrics of the samples ``name`` with ``labels`` (as Prometheus sums)."""
+        total = 0.0
+        for replica in self.replicas:
+            answer = asyncio.run(request(replica.port, "GET", "/metrics"))
+            assert answer.status == 200, f"{replica.name} /metrics: {answer.status}"
+            for family in text_string_to_metric_families(answer.body.decode()):
+                total += sum(sample.value for sample in family.samples
+                             if sample.name == name and labels.items() <= sample.labels.items())
+        return total
 
     def revisions(self) -> dict[str, dict[str, Any]]:
         """Audit revisions by request id."""

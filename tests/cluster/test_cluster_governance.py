@@ -48,6 +48,8 @@ def test_a_key_with_rpm_30_gets_exactly_30_answers_whichever_replica_serves_them
     later = asyncio.run(burst(cluster.port, key, 3 * len(cluster.replicas)))
     assert {(a.status, a.error_code) for a in later} == {(429, "rate_limit_exceeded")}
     assert {a.served_by for a in refused + later} == {r.name for r in cluster.replicas}
+    # What the dashboard's "Limit rejections" panel sums over the replicas.
+    assert cluster.metric("gomodel_limit_rejections_total", key="cluster-rpm", limit="rpm") == len(refused + later)
 
 
 def test_a_budget_is_exceeded_by_at_most_the_requests_in_flight(gomodel_cluster: Cluster) -> None:
@@ -78,6 +80,7 @@ def test_a_budget_is_exceeded_by_at_most_the_requests_in_flight(gomodel_cluster:
           f"{len({a.served_by for a in ok})} replicas (bound {BUDGET_USD + bound:.4f}: "
           f"{BUDGET_CLIENTS} in flight x {most:.4f})")
     assert spent >= BUDGET_USD  # refused only once the budget was spent
+    assert cluster.metric("gomodel_spend_usd_total", key="cluster-budget") == pytest.approx(spent)
     assert spent <= BUDGET_USD + bound
     assert {a.served_by for a in ok} == {r.name for r in cluster.replicas}
 
