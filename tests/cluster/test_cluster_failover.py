@@ -142,3 +142,29 @@ def test_haproxy_runs_the_deploy_configuration_with_every_replica_checked(gomode
     answer = asyncio.run(request(gomodel_cluster.port, "GET", "/metrics"))
     assert answer.status == 404  # /metrics is for Prometheus on each replica, not for clients
 
+
+def test_a_replica_drained_on_the_stats_socket_gets_no_new_request_until_it_is_ready_again(
+    gomodel_cluster: Cluster,
+) -> None:
+    """The maintenance path docs/production.md gives: ``set server gateways/<name> state drain``."""
+    balancer = gomodel_cluster.balancer
+    name = gomodel_cluster.replicas[-1].name
+
+    def some_requests() -> list[Answer]:
+        async def send() -> list[Answer]:
+            return list(await asyncio.gather(*(
+                request(gomodel_cluster.port, "POST", "/v1/chat/completions", chat_body("sim/steady"), key=MASTER_KEY)
+                for _ in range(12))))
+        return asyncio.run(send())
+
+    balancer.command(f"set server {balancer.BACKEND}/{name} state drain")
+    try:
+        assert balancer.status(name) == "DRAIN"
+        drained = some_requests() + some_requests()
+        assert {a.status for a in drained} == {200}
+        assert name not in {a.served_by for a in drained}
+    finally:
+        balancer.command(f"set server {balancer.BACKEND}/{name} state ready")
+    assert balancer.status(name) == "UP"
+    wait_for(lambda: name in {a.served_by for a in some_requests()}, 30, f"{name} to serve again")
+
