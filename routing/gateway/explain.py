@@ -62,7 +62,7 @@ async def explain_call(call: Call) -> dict[str, Any]:
     contract = await request_contract(call, target, route_contract)
     shadow = GatewayState(health=state.health, round_robin=copy.deepcopy(state.round_robin),
                           rng=random.Random(0),  # noqa: S311 - a copy for ranking, not cryptography
-                          selector_config=state.selector_config)
+                          selector_config=state.selector_config, quotas=state.quotas)  # read, never counted
     now = time.monotonic()
     inputs = PlanInputs(table=table, contract=contract, session_targets={},
                         warm_target=state.warm.get(session.value, now), now=now)
