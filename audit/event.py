@@ -158,6 +158,8 @@ def _candidate(value: Any) -> dict[str, Any]:
         "in_flight": _int32(raw.get("in_flight")),
         "cooldown_until": _float(raw.get("cooldown_until")),
         "status": _str(raw.get("status"), 16),
+        "observations": _int32(raw.get("observations")),
+        "cold_start": _bool(raw.get("cold_start")),
     }
 
 
@@ -183,6 +185,8 @@ def _selection(value: Any, depth: int = 0) -> dict[str, Any] | None:
         "affinity": _str(value.get("affinity"), 16),
         "candidates": [_candidate(c) for c in _list(value.get("candidates"), MAX_CANDIDATES)],
         "skipped": _reasons(value.get("skipped")),
+        "explored": _bool(value.get("explored")),
+        "exploration": _float(value.get("exploration")),
     }
     if depth == 0:
         selection["rejected"] = _reasons(value.get("rejected"))

@@ -4,8 +4,10 @@
     python bench/micro_selector.py --check    # also exit 1 when an adaptive pick costs more than 10 us
 
 Each figure is the best of many short runs (the minimum is the cost without interference from other work on
-the machine); the median is printed next to it. The targets look like production: every one measured, priced,
-some with attempts in flight, one cooling down, one half-open probing.
+the machine); the median is printed next to it. The targets look like production: every one measured past its
+cold start, priced, some with attempts in flight, one cooling down, one half-open probing; the selector runs
+with the gateway's default settings (1% exploration, cold start until 5 observations). One more case has two
+targets still in cold start (a just-added pair).
 """
 
 from __future__ import annotations
@@ -24,17 +26,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from routing.core.health import HealthConfig, TargetHealth
 from routing.core.outcome import AttemptOutcome, ErrorClass
 from routing.core.selector import Candidate, RoundRobinState, SelectorConfig, select
+from routing.core.table import RoutingSettings
 
 BUDGET_US = 10.0
 NOW = 1_000.0
 
 
-def build_candidates(count: int, *, unhealthy: bool) -> tuple[Candidate, ...]:
-    """``count`` measured, priced targets; with ``unhealthy`` one is cooling and one is half-open."""
+def build_candidates(count: int, *, unhealthy: bool, cold: int = 0) -> tuple[Candidate, ...]:
+    """``count`` measured, priced targets; with ``unhealthy`` one is cooling and one is half-open; the last
+    ``cold`` have a single latency sample (cold start)."""
     config = HealthConfig()
     healths = [TargetHealth(f"provider{index}/model", config) for index in range(count)]
+    samples = RoutingSettings().cold_start_observations
     for index, health in enumerate(healths):
-        health.record(AttemptOutcome.success(0.2 + 0.05 * index), NOW - 5.0)
+        for _ in range(1 if index >= count - cold else samples):
+            health.record(AttemptOutcome.success(0.2 + 0.05 * index), NOW - 5.0)
         for _ in range(index % 3):
             health.begin(NOW - 1.0)
     if unhealthy and count >= 3:
@@ -59,15 +65,17 @@ def main() -> int:
     args = parser.parse_args()
 
     rng = random.Random(7)
-    config = SelectorConfig()
+    config = SelectorConfig.from_settings(RoutingSettings())
     rows = []
-    for unhealthy in (False, True):
-        candidates = build_candidates(args.targets, unhealthy=unhealthy)
+    for unhealthy, cold in ((False, 0), (True, 0), (False, 2)):
+        candidates = build_candidates(args.targets, unhealthy=unhealthy, cold=cold)
         suffix = ", 1 cooling + 1 probing" if unhealthy else ""
         cases: list[tuple[str, dict[str, str]]] = [
             (s, {}) for s in ("adaptive", "round_robin", "weighted", "failover", "cost")
         ]
         cases.append(("adaptive", {"session_target": candidates[0].name}))
+        if cold:
+            suffix, cases = f", {cold} in cold start", [("adaptive", {})]
         for strategy, extra in cases:
             label = strategy + (", session kept" if extra else "") + suffix
             pick = partial(

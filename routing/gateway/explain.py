@@ -71,7 +71,18 @@ async def explain_call(call: Call) -> dict[str, Any]:
     out["workload"] = contract.workload
     out["candidates"] = [m.name for m in plan.models]
     out["selections"] = [r.as_event() for r in plan.records]
+    for selection in out["selections"]:
+        selection["exploration_targets"] = _exploration_targets(selection)
     out["rejected"] = [{"target": t, "reason": r} for t, r in plan.rejected]
     if plan.retry_after_s is not None:
         out["all_cooling_retry_after_s"] = plan.retry_after_s
     return out
+
+
+def _exploration_targets(selection: dict[str, Any]) -> list[str]:
+    """The targets the exploration share may draw for this selection: the healthy candidates with a weight,
+    when there are two or more (the selector's own rule); empty when the share is 0 or nothing to explore."""
+    if not selection.get("exploration"):
+        return []
+    healthy = [c["target"] for c in selection["candidates"] if c["status"] == "healthy" and c["weight"] > 0]
+    return healthy if len(healthy) >= 2 else []

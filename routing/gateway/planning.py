@@ -91,7 +91,7 @@ def _plan_into(name: str, inputs: PlanInputs, state: GatewayState, plan: Plan, d
         only = candidates[0]
         if only.health.vitals(inputs.now).available:
             record.winner, record.why = only.name, "only eligible target"
-            record.candidates = [_candidate_view(only, 1.0, inputs.now)]
+            record.candidates = [_candidate_view(only, 1.0, inputs.now, 0)]
             plan.records.append(record)
             _plan_into(only.name, inputs, state, plan, depth + 1)
             return
@@ -113,7 +113,11 @@ def _plan_into(name: str, inputs: PlanInputs, state: GatewayState, plan: Plan, d
     record.why = selection.why
     record.skipped.extend(selection.skipped)
     weights = selection.weights
-    record.candidates = [_candidate_view(c, weights.get(c.name, 0.0), inputs.now) for c in candidates]
+    # Cold start and exploration belong to the adaptive strategy (not to its round-robin stand-in).
+    config = state.selector_config
+    cold_start = config.cold_start_observations if selection.strategy == "adaptive" else 0
+    record.exploration = config.exploration if selection.strategy == "adaptive" else 0.0
+    record.candidates = [_candidate_view(c, weights.get(c.name, 0.0), inputs.now, cold_start) for c in candidates]
     plan.records.append(record)
     if selection.winner is None:
         retry_after = selection.all_cooling_retry_after_s
@@ -145,9 +149,12 @@ def _price(name: str, table: RoutingTable) -> float | None:
     return min(prices) if prices else None
 
 
-def _candidate_view(candidate: Candidate, weight: float, now: float) -> dict[str, Any]:
-    vitals = candidate.health.vitals(now)
+def _candidate_view(candidate: Candidate, weight: float, now: float, cold_start: int) -> dict[str, Any]:
+    """One candidate as the audit and explain show it; ``cold_start`` is the adaptive selector's N (0: none)."""
+    health = candidate.health
+    vitals = health.vitals(now)
     latency, cooldown_until = vitals.latency_estimate_s, vitals.cooldown_until
+    observations = health.observations
     return {
         "target": candidate.name,
         "weight": round(weight, 4),
@@ -156,4 +163,6 @@ def _candidate_view(candidate: Candidate, weight: float, now: float) -> dict[str
         # Health runs on the monotonic clock; auditors read wall-clock time.
         "cooldown_until": None if cooldown_until is None else round(time.time() + cooldown_until - now, 3),
         "status": vitals.status,
+        "observations": observations,
+        "cold_start": observations < cold_start,
     }

@@ -163,13 +163,15 @@ class SelectionRecord:
     why: str
     skipped: list[tuple[str, str]] = field(default_factory=list)
     candidates: list[dict[str, Any]] = field(default_factory=list)
-
-    def as_event(self) -> dict[str, Any]:
+    exploration: float = 0.0  # the adaptive exploration share in force for this selection (0: none)
+(self) -> dict[str, Any]:
         return {
             "virtual_model": self.virtual_model,
             "strategy": self.strategy,
             "winner": self.winner,
             "why": self.why,
+            "explored": self.selection.explored if self.selection else False,
+            "exploration": self.exploration,
             "affinity": self.selection.affinity if self.selection else None,
             "candidates": self.candidates,
             "skipped": [{"target": t, "reason": r} for t, r in self.skipped],
