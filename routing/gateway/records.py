@@ -164,7 +164,8 @@ class SelectionRecord:
     skipped: list[tuple[str, str]] = field(default_factory=list)
     candidates: list[dict[str, Any]] = field(default_factory=list)
     exploration: float = 0.0  # the adaptive exploration share in force for this selection (0: none)
-(self) -> dict[str, Any]:
+
+    def as_event(self) -> dict[str, Any]:
         return {
             "virtual_model": self.virtual_model,
             "strategy": self.strategy,
