@@ -158,7 +158,10 @@ class SharedSync:
         changes = list(self._outbox)
         verdicts = [v for v in (self._verdict(c, now) for c in changes) if v is not None]
         await self.store.publish(verdicts)
-        for _ in changes:  # only what was written leaves the outbox; changes added meanwhile stay
+        written = set(map(id, changes))
+        # Only what was written leaves the outbox; changes added meanwhile stay (a full outbox may already have
+        # dropped some of the written ones from its front).
+        while self._outbox and id(self._outbox[0]) in written:
             self._outbox.popleft()
         for verdict in verdicts:
             metrics.SHARED_HEALTH_PUBLISHED.labels(verdict.event).inc()
