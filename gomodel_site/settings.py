@@ -426,6 +426,9 @@ if REDIS_URL:
         parse_redis_url(REDIS_URL)  # one Redis server, and only the URL options the gateway's client implements
     except ValueError as exc:
         raise ImproperlyConfigured(f"REDIS_URL {exc}") from None
+# Where per-key and per-team limits are counted in Redis: gateways that share one Redis database but must not
+# share their counts (two deployments, or test runs) give each its own prefix.
+GOMODEL_LIMIT_KEY_PREFIX = env_str("GOMODEL_LIMIT_KEY_PREFIX", "gomodel:limit:")
 # Set for several worker processes: prometheus_client then sums the metrics of all of them.
 PROMETHEUS_MULTIPROC_DIR = env_str("PROMETHEUS_MULTIPROC_DIR", "")
 

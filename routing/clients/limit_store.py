@@ -22,6 +22,7 @@ Keys (``prefix`` defaults to ``gomodel:limit:``): ``<prefix><scope>:req`` (sorte
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -47,6 +48,9 @@ class Admission:
     request_id: str
     verdict: Verdict
     in_redis: bool
+    # Counted in this process after Redis did not answer in time: Redis may still have run the script and
+    # taken a slot, which the settlement then also returns there.
+    maybe_in_redis: bool = False
 
 
 class LimitStore(Protocol):
@@ -245,7 +249,7 @@ class RedisLimitStore:
         url: str,
         *,
         prefix: str = DEFAULT_PREFIX,
-        socket_timeout: float = 0.25,
+        socket_timeout: float = 0.5,
         retry_after_s: float = 1.0,
         slot_lease_s: float = DEFAULT_SLOT_LEASE_S,
         fallback: ProcessLimitStore | None = None,
@@ -286,7 +290,10 @@ class RedisLimitStore:
             reply = await self._client.run_script(_ADMIT_SCRIPT, keys, args)
         except _UNAVAILABLE as exc:
             self._mark_down(exc)
-            return await self.fallback.admit(scopes, request_id)
+            admission = await self.fallback.admit(scopes, request_id)
+            # Whether the script ran before the failure is unknown; returning a slot that was never taken
+            # is harmless.
+            return dataclasses.replace(admission, maybe_in_redis=admission.verdict.admitted)
         self._mark_up()
         redis_now = int(reply[0]) / 1000.0
         counts = tuple(_counts_from(reply[2 + 7 * i: 9 + 7 * i]) for i in range(len(scopes)))
@@ -303,7 +310,12 @@ class RedisLimitStore:
     async def settle(self, admission: Admission, *, tokens: int, spend_nanos: int) -> None:
         if not admission.in_redis:
             await self.fallback.settle(admission, tokens=tokens, spend_nanos=spend_nanos)
+            if admission.maybe_in_redis and not self._skip_redis():
+                await self._settle_in_redis(admission, tokens=0, spend_nanos=0)  # only the slot, if it was taken
             return
+        await self._settle_in_redis(admission, tokens=tokens, spend_nanos=spend_nanos)
+
+    async def _settle_in_redis(self, admission: Admission, *, tokens: int, spend_nanos: int) -> None:
         now = self._clock()
         keys: list[str] = []
         args: list[str | int] = [admission.request_id, tokens, spend_nanos, self._window_ms]
@@ -317,7 +329,8 @@ class RedisLimitStore:
         except _UNAVAILABLE as exc:
             # The slot lapses in Redis after its lease; the tokens and spend are counted here meanwhile.
             self._mark_down(exc)
-            await self.fallback.settle(admission, tokens=tokens, spend_nanos=spend_nanos)
+            if admission.in_redis:
+                await self.fallback.settle(admission, tokens=tokens, spend_nanos=spend_nanos)
             return
         self._mark_up()
 

@@ -40,7 +40,7 @@ async def _read(store: LimitStore, scope: LimitScope, *, close: bool) -> ScopeCo
 def scope_usage(scope: LimitScope) -> UsageView:
     """The scope's counts now, and where they were read."""
     if settings.REDIS_URL:
-        store = RedisLimitStore(settings.REDIS_URL, socket_timeout=1.0)
+        store = RedisLimitStore(settings.REDIS_URL, prefix=settings.GOMODEL_LIMIT_KEY_PREFIX, socket_timeout=1.0)
         counts = asyncio.run(_read(store, scope, close=True))
         if store.shared:
             return UsageView(counts, "Redis, shared by every gateway process and replica")

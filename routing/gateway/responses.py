@@ -220,11 +220,11 @@ async def stream_response(
             if outcome.ok:
                 _after_success(call, journey)
             finish(call, journey)
-            if journey.operation_id:
             if outcome.reason == "client_disconnected":
                 governance.settle_limits_soon(call, journey)  # this task may be cancelled again while it waits
             else:
                 await governance.settle_limits(call, journey)
+            if journey.operation_id:
                 # Bytes reached the client: anything short of a complete stream is an unknown outcome.
                 complete = outcome.ok and kept_size[0] < MAX_REPLAY_BYTES
                 blob = stored_answer(b"".join(kept), "text/event-stream", headers) if complete else None
@@ -256,7 +256,7 @@ def finish(call: Call, journey: Journey) -> None:
     for record in journey.attempts:
         if record.outcome is not None and record.outcome.error_class is not None and record.cost:
             metrics.COST.labels(record.target).inc(record.cost)
-
     if call.key is not None:
         governance.count_usage(call.key, journey)
+
     audit_handoff.publish_event(call, journey, elapsed)

@@ -16,13 +16,13 @@ from dataclasses import dataclass, field, fields
 
 from django.conf import settings
 
+from routing.clients.limit_store import LimitStore, make_limit_store
 from routing.clients.pin_store import PinStore, make_pin_store
 from routing.clients.shared_state_store import DEFAULT_PREFIX, SharedStateStore
 from routing.core.health import HealthConfig, HealthRegistry
 from routing.core.provider_limits import ProviderLimits, QuotaRegistry
 from routing.core.retry import RetryBudget, RetryPolicy
 from routing.core.selector import RoundRobinState, SelectorConfig
-from routing.clients.limit_store import LimitStore, make_limit_store
 from routing.core.sessions import TtlLruStore
 from routing.core.table import RoutingTable
 from routing.gateway.shared_sync import SharedSync
@@ -44,6 +44,7 @@ class GatewayState:
         same_route_retries=settings.GOMODEL_SAME_ROUTE_RETRIES,
     ))
     _pins: PinStore | None = None
+    _limits: LimitStore | None = None
     _key_turn: dict[str, int] = field(default_factory=dict)
     applied_version: int = -1
     quotas: QuotaRegistry = field(default_factory=QuotaRegistry)  # provider rpm/tpm per target
@@ -54,8 +55,18 @@ class GatewayState:
     def pins(self) -> PinStore:
         if self._pins is None:
             self._pins = make_pin_store(settings.REDIS_URL or None)
-    _limits: LimitStore | None = None
         return self._pins
+
+    @property
+    def limits(self) -> LimitStore:
+        """Where per-key and per-team limits are counted: Redis when ``REDIS_URL`` is set, else this process."""
+        if self._limits is None:
+            self._limits = make_limit_store(settings.REDIS_URL or None, prefix=settings.GOMODEL_LIMIT_KEY_PREFIX)
+        return self._limits
+
+    @property
+    def limits_in_redis_configured(self) -> bool:
+        return bool(settings.REDIS_URL)
 
     def rr_state(self, virtual_model: str) -> RoundRobinState:
         state = self.round_robin.get(virtual_model)
@@ -67,17 +78,6 @@ class GatewayState:
         """Several keys of one provider are used in turn."""
         turn = self._key_turn.get(provider, 0)
         self._key_turn[provider] = turn + 1
-    @property
-    def limits(self) -> LimitStore:
-        """Where per-key and per-team limits are counted: Redis when ``REDIS_URL`` is set, else this process."""
-        if self._limits is None:
-            self._limits = make_limit_store(settings.REDIS_URL or None)
-        return self._limits
-
-    @property
-    def limits_in_redis_configured(self) -> bool:
-        return bool(settings.REDIS_URL)
-
         return turn % count
 
     def follow(self, table: RoutingTable) -> None:
