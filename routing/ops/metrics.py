@@ -215,38 +215,6 @@ TARGET_LIMIT_SKIPS = Labelled(
     )
 )
 
-# Target health shared across processes and replicas through Redis (routing/gateway/shared_sync.py).
-SHARED_HEALTH_PUBLISHED = Labelled(
-    Counter(
-        "gomodel_shared_health_published_total",
-        "Health verdicts of this gateway sent to the other processes (open: a cooldown, close: a probe success).",
-        ["event"],
-    )
-)
-SHARED_HEALTH_ADOPTED = Labelled(
-    Counter(
-        "gomodel_shared_health_adopted_total",
-        "Health verdicts of other processes applied here (a later cooldown end, or a safe close).",
-        ["event"],
-    )
-)
-SHARED_STATE_OUTAGES = Counter(
-    "gomodel_shared_state_outages_total",
-    "Times a worker lost Redis for shared health and provider limits (it keeps them per process meanwhile).",
-)
-SHARED_STATE_UP = Gauge(
-    "gomodel_shared_state_redis_up",
-    "1 while every worker reaches Redis for shared health and provider limits, 0 while one does not.",
-    multiprocess_mode="livemin",
-)
-TARGET_LIMIT_SKIPS = Labelled(
-    Counter(
-        "gomodel_target_limit_skips_total",
-        "Targets skipped because their provider rpm or tpm for this account was reached, by target and reason.",
-        ["target", "reason"],
-    )
-)
-
 LIMIT_REJECTIONS = Labelled(
     Counter(
         "gomodel_limit_rejections_total",
