@@ -43,7 +43,9 @@ from routing.clients.http.tls import client_context
 USER_AGENT = "gomodel-gateway"
 HAPPY_EYEBALLS_DELAY = 0.25  # RFC 8305's recommended connection attempt delay
 # Written by aiohttp itself; a caller's copy would contradict it.
-_RESERVED_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection"})
+_RESERVED_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection", "user-agent"})
+# Sent unless the caller gives its own: no compression is asked for (gzip and deflate are still decoded).
+_DEFAULT_HEADERS = (("Accept", "*/*"), ("Accept-Encoding", "identity"), ("Content-Type", "application/json"))
 # No timeout ever rounds up to a whole second (aiohttp's default does above 5 s).
 _NO_CEILING = 1e9
 _MAX_CACHED_TIMEOUTS = 256
@@ -70,7 +72,6 @@ class Client:
         )
         self._session = aiohttp.ClientSession(
             connector=connector, cookie_jar=aiohttp.DummyCookieJar(), auto_decompress=False, trust_env=False,
-            headers={"User-Agent": USER_AGENT}, skip_auto_headers=("Accept", "Accept-Encoding", "Content-Type"),
             read_bufsize=BUFFER_BYTES, max_line_size=MAX_LINE_BYTES, max_field_size=MAX_FIELD_BYTES,
             max_headers=MAX_HEADER_LINES, timeout=aiohttp.ClientTimeout(total=None, ceil_threshold=_NO_CEILING),
         )
@@ -169,11 +170,17 @@ class _Resend(Exception):
 
 
 def _checked_headers(headers: Mapping[str, str]) -> dict[str, str]:
-    """The caller's headers less those aiohttp writes; ``TransportFailure`` (``protocol``) naming (only) a header
-    that would break the request's framing or cannot be written in Latin-1."""
-    checked: dict[str, str] = {}
+    """The caller's headers less those aiohttp writes, and the ones it would add otherwise; ``TransportFailure``
+    (``protocol``) naming (only) a header that would break the request's framing or is not Latin-1.
+
+    aiohttp adds ``Accept``, ``Accept-Encoding`` (with ``br`` when brotli is installed, which this client does
+    not decode), a ``Content-Type`` and its own ``User-Agent`` to a request that lacks them; giving them here
+    costs less than its per-request ``skip_auto_headers`` handling."""
+    checked: dict[str, str] = {"User-Agent": USER_AGENT}
+    given: set[str] = set()
     for name, value in headers.items():
-        if name.lower() in _RESERVED_HEADERS:
+        lowered = name.lower()
+        if lowered in _RESERVED_HEADERS:
             continue
         if "\r" in value or "\n" in value or "\r" in name or "\n" in name or ":" in name:
             # Only the name: a value may be a credential.
@@ -185,5 +192,9 @@ def _checked_headers(headers: Mapping[str, str]) -> dict[str, str]:
             except UnicodeEncodeError:
                 raise TransportFailure(
                     "protocol", f"the upstream request header {name!r} holds a character outside Latin-1") from None
+        given.add(lowered)
         checked[name] = value
+    for name, value in _DEFAULT_HEADERS:
+        if name.lower() not in given:
+            checked[name] = value
     return checked
