@@ -20,6 +20,7 @@ Time is a parameter (``now``: seconds on the monotonic clock). Not thread-safe: 
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
@@ -50,37 +51,46 @@ class ProviderLimits:
 
 
 class _Window:
-    """Counts per whole second over the last ``_SLOTS`` seconds (a ring indexed by second)."""
+    """Counts per whole second over the last ``_SLOTS`` seconds, with a running total (the check is O(1)).
 
-    __slots__ = ("_seconds", "_counts")
+    Seconds only move forward (the monotonic clock), so the counts form a queue, oldest first.
+    """
+
+    __slots__ = ("_counts", "_total")
 
     def __init__(self) -> None:
-        self._seconds = [-1] * _SLOTS
-        self._counts = [0] * _SLOTS
+        self._counts: deque[list[int]] = deque()  # [second, count], oldest first, at most _SLOTS of them
+        self._total = 0
 
     def add(self, second: int, amount: int) -> None:
-        slot = second % _SLOTS
-        if self._seconds[slot] != second:
-            self._seconds[slot] = second
-            self._counts[slot] = 0
-        self._counts[slot] += amount
+        counts = self._counts
+        if counts and counts[-1][0] >= second:
+            counts[-1][1] += amount  # the same second (or a clock that did not move forward)
+        else:
+            counts.append([second, amount])
+        self._total += amount
+        self._expire(second)
 
     def total(self, second: int) -> int:
-        oldest = second - WINDOW_S
-        return sum(c for s, c in zip(self._seconds, self._counts, strict=True) if oldest <= s <= second)
+        self._expire(second)
+        return self._total
 
     def frees_at(self, second: int) -> int | None:
         """The second at which the oldest count in the window leaves it; None when the window is empty."""
-        oldest = second - WINDOW_S
-        live = [s for s, c in zip(self._seconds, self._counts, strict=True) if oldest <= s <= second and c]
-        return min(live) + _SLOTS if live else None
+        self._expire(second)
+        return self._counts[0][0] + _SLOTS if self._counts else None
+
+    def _expire(self, second: int) -> None:
+        counts, oldest = self._counts, second - WINDOW_S
+        while counts and counts[0][0] < oldest:
+            self._total -= counts.popleft()[1]
 
 
 class TargetQuota:
     """One target's last minute against its provider's limits, in this process and as last shared."""
 
     __slots__ = ("name", "limits", "_requests", "_tokens", "shared_requests", "shared_tokens", "shared_at",
-                 "shared_frees_in_s", "_pending", "_reporting")
+                 "shared_frees_in_s", "_pending", "_reporting", "_unshared", "sharing")
 
     def __init__(self, name: str, limits: ProviderLimits) -> None:
         self.name = name
@@ -93,18 +103,14 @@ class TargetQuota:
         self.shared_frees_in_s: float | None = None  # when the shared window's oldest count leaves, as reported
         self._pending: dict[int, list[int]] = {}  # second -> [requests, tokens] not yet reported
         self._reporting: dict[int, list[int]] = {}  # taken by a report still on its way
+        self._unshared = [0, 0]  # requests and tokens in _pending and _reporting together (what the store lacks)
+        self.sharing = False  # whether counts are kept for reports (only while a shared store syncs them)
 
     def _totals(self, now: float, shared_ttl_s: float) -> tuple[int, int]:
         shared_at = self.shared_at
         if shared_at is not None and now - shared_at <= shared_ttl_s:
-            requests, tokens = self.shared_requests, self.shared_tokens
-            for counts in self._pending.values():
-                requests += counts[0]
-                tokens += counts[1]
-            for counts in self._reporting.values():
-                requests += counts[0]
-                tokens += counts[1]
-            return requests, tokens
+            unshared = self._unshared
+            return self.shared_requests + unshared[0], self.shared_tokens + unshared[1]
         second = int(now)
         return self._requests.total(second), self._tokens.total(second)
 
@@ -156,7 +162,9 @@ class TargetQuota:
         """The report did not arrive: its counts wait for the next one (while still inside the window)."""
         oldest = int(now) - WINDOW_S
         for second, (requests, tokens) in self._reporting.items():
-            if second < oldest:
+            if second < oldest:  # out of the window: it no longer counts anywhere
+                self._unshared[0] -= requests
+                self._unshared[1] -= tokens
                 continue
             counts = self._pending.setdefault(second, [0, 0])
             counts[0] += requests
@@ -169,6 +177,9 @@ class TargetQuota:
         self.shared_tokens = tokens
         self.shared_frees_in_s = frees_in_s
         self.shared_at = now
+        for requests, tokens in self._reporting.values():  # now inside the shared totals
+            self._unshared[0] -= requests
+            self._unshared[1] -= tokens
         self._reporting = {}
 
     def counts(self, now: float, shared_ttl_s: float = 0.0) -> tuple[int, int]:
@@ -181,12 +192,16 @@ class TargetQuota:
             self._requests.add(second, requests)
         if tokens:
             self._tokens.add(second, tokens)
+        if not self.sharing:
+            return
         counts = self._pending.get(second)
         if counts is None:
             self._pending[second] = [requests, tokens]
         else:
             counts[0] += requests
             counts[1] += tokens
+        self._unshared[0] += requests
+        self._unshared[1] += tokens
 
 
 class QuotaRegistry:
@@ -197,11 +212,22 @@ class QuotaRegistry:
     so the check costs one dict lookup for it.
     """
 
-    __slots__ = ("_quotas", "shared_ttl_s")
+    __slots__ = ("_quotas", "_shared_ttl_s")
 
     def __init__(self, shared_ttl_s: float = 0.0) -> None:
         self._quotas: dict[str, TargetQuota] = {}
-        self.shared_ttl_s = shared_ttl_s  # how long a shared report is trusted; 0: never (no shared store)
+        self._shared_ttl_s = shared_ttl_s
+
+    @property
+    def shared_ttl_s(self) -> float:
+        """How long a shared report is trusted; 0: there is no shared store (counts are not kept for reports)."""
+        return self._shared_ttl_s
+
+    @shared_ttl_s.setter
+    def shared_ttl_s(self, value: float) -> None:
+        self._shared_ttl_s = value
+        for quota in self._quotas.values():
+            quota.sharing = value > 0
 
     def configure(self, limits: Mapping[str, ProviderLimits]) -> None:
         kept: dict[str, TargetQuota] = {}
@@ -211,6 +237,7 @@ class QuotaRegistry:
             quota = self._quotas.get(name)
             if quota is None:
                 quota = TargetQuota(name, target_limits)
+                quota.sharing = self._shared_ttl_s > 0
             else:
                 quota.limits = target_limits
             kept[name] = quota
@@ -221,11 +248,11 @@ class QuotaRegistry:
 
     def blocked(self, name: str, now: float) -> LimitReason | None:
         quota = self._quotas.get(name)
-        return None if quota is None else quota.blocked(now, self.shared_ttl_s)
+        return None if quota is None else quota.blocked(now, self._shared_ttl_s)
 
     def dispatch(self, name: str, now: float) -> LimitReason | None:
         quota = self._quotas.get(name)
-        return None if quota is None else quota.dispatch(now, self.shared_ttl_s)
+        return None if quota is None else quota.dispatch(now, self._shared_ttl_s)
 
     def add_tokens(self, name: str, tokens: int, now: float) -> None:
         quota = self._quotas.get(name)
@@ -242,6 +269,7 @@ class QuotaRegistry:
     def reset(self) -> None:
         """Forget the counts (tests, the admin's reset); the limits stay."""
         self._quotas = {name: TargetQuota(name, quota.limits) for name, quota in self._quotas.items()}
+        self.shared_ttl_s = self._shared_ttl_s
 
     def __len__(self) -> int:
         return len(self._quotas)

@@ -43,6 +43,7 @@ def test_it_says_when_the_oldest_count_leaves() -> None:
 
 def test_fresh_shared_totals_plus_unreported_counts_decide_and_stale_ones_fall_back_to_the_own_window() -> None:
     quota = TargetQuota("a", ProviderLimits(rpm=5))
+    quota.sharing = True
     quota.dispatch(10.0)
     reported = quota.take_pending()
     assert reported == {10: [1, 0]}
@@ -57,6 +58,7 @@ def test_fresh_shared_totals_plus_unreported_counts_decide_and_stale_ones_fall_b
 
 def test_counts_on_their_way_to_the_store_still_count_and_return_when_the_report_fails() -> None:
     quota = TargetQuota("a", ProviderLimits(rpm=2))
+    quota.sharing = True
     quota.adopt_shared(0, 0, None, now=1.0)
     quota.dispatch(1.1, shared_ttl_s=5.0)
     quota.dispatch(1.2, shared_ttl_s=5.0)
@@ -83,3 +85,26 @@ def test_the_registry_keeps_counts_across_a_limit_change_and_drops_targets_witho
 def test_a_limit_below_one_is_refused(limits: dict[str, int]) -> None:
     with pytest.raises(ValueError, match="rpm and tpm"):
         ProviderLimits(**limits)
+
+
+def test_without_a_shared_store_nothing_is_kept_for_reports() -> None:
+    registry = QuotaRegistry()  # no shared store: shared_ttl_s is 0
+    registry.configure({"a": ProviderLimits(rpm=100)})
+    for second in range(1000):
+        registry.dispatch("a", float(second))
+    quota = registry.get("a")
+    assert quota is not None
+    assert quota.take_pending() == {}  # bounded memory: nothing accumulates that nobody would send
+    assert quota.counts(999.5) == (61, 0)  # the last 61 seconds, one request each
+
+
+def test_a_report_that_failed_long_ago_no_longer_counts() -> None:
+    quota = TargetQuota("a", ProviderLimits(rpm=3))
+    quota.sharing = True
+    quota.adopt_shared(0, 0, None, now=0.0)
+    quota.dispatch(0.5, shared_ttl_s=5.0)
+    quota.take_pending()
+    quota.report_failed(100.0)  # the outage outlasted the window
+    assert quota.take_pending() == {}
+    quota.adopt_shared(0, 0, None, now=100.0)
+    assert quota.counts(100.1, shared_ttl_s=5.0) == (0, 0)
