@@ -33,6 +33,7 @@ from routing.gateway.records import Call, Journey, Plan
 from routing.gateway.resolve import admit, request_contract
 from routing.gateway.responses import RelayStream, finish
 from routing.gateway.state import state
+from routing.gateway.tier_escalation import escalate_for_capability
 from routing.gateway.tiers import decide_tier
 from routing.ops import metrics
 
@@ -85,8 +86,13 @@ async def _route(call: Call, journey: Journey) -> HttpResponse | StreamingHttpRe
         route = call.table.tier_routes[target]
         journey.tier = await decide_tier(call, route)
         target, route_contract = journey.tier.target, route_contract or route.contract
+    contract = await request_contract(call, target, route_contract)
+    if journey.tier is not None:  # a tier that cannot serve the request hands it to the other tier
+        route = call.table.tier_routes[journey.tier.alias]
+        contract = await escalate_for_capability(call, route, journey.tier, route_contract, contract)
+        target = journey.tier.target
     journey.target_name = target
-    contract = journey.contract = await request_contract(call, target, route_contract)
+    journey.contract = contract
 
     deadline = _deadline(call, contract)
     journey.deadline_ms = round((deadline.at - call.started) * 1000)

@@ -17,6 +17,7 @@ from routing.gateway.planning import PlanInputs, plan_targets
 from routing.gateway.records import Call
 from routing.gateway.resolve import admit, request_contract
 from routing.gateway.state import GatewayState, state
+from routing.gateway.tier_escalation import CAPABILITY, capable_route
 from routing.gateway.tiers import TIER_PIN_NAMESPACE, verdict_for
 
 
@@ -60,6 +61,14 @@ async def explain_call(call: Call) -> dict[str, Any]:
         target = out["tier"]["target"]
         route_contract = route_contract or route.contract
     contract = await request_contract(call, target, route_contract)
+    tier = out.get("tier")
+    if tier is not None and tier["enabled"]:  # capability escalation, as the engine applies it
+        route = table.tier_routes[tier["alias"]]
+        verdict, contract = await capable_route(call, route, tier["tier"], route_contract, contract)
+        if verdict.escalated:
+            target = route.hard if verdict.tier == "hard" else route.easy
+            tier.update(tier=verdict.tier, target=target, escalation=CAPABILITY,
+                        capability_missing={t: list(gap) for t, gap in verdict.missing.items()})
     shadow = GatewayState(health=state.health, round_robin=copy.deepcopy(state.round_robin),
                           rng=random.Random(0),  # noqa: S311 - a copy for ranking, not cryptography
                           selector_config=state.selector_config, quotas=state.quotas)  # read, never counted

@@ -93,6 +93,8 @@ class Journey:
             out["X-GoModel-Pro-Tier"] = self.tier.tier
             out["X-GoModel-Pro-Tier-Target"] = self.tier.target
             out["X-GoModel-Pro-Tier-Score"] = str(self.tier.score)
+            if self.tier.escalation:
+                out["X-GoModel-Pro-Tier-Escalated"] = self.tier.escalation
         if self.answered_by is not None:
             out["X-GoModel-Target"] = self.answered_by.name
         out["X-GoModel-Attempts"] = str(len(self.attempts))
@@ -134,6 +136,8 @@ class TierDecision:
     pinned: bool = False
     escalated: bool = False
     pin_before: str | None = None
+    # Why the tier used is not the one the verdict and the pin chose: "capability" (routing.gateway.tier_escalation).
+    escalation: str = ""
     notes: list[str] = field(default_factory=list)
 
     def as_event(self) -> dict[str, Any]:
@@ -149,6 +153,7 @@ class TierDecision:
             "pinned": self.pinned,
             "escalated": self.escalated,
             "pin_before": self.pin_before,
+            "escalation": self.escalation,
         }
 
 
