@@ -196,6 +196,24 @@ def _selection(value: Any, depth: int = 0) -> dict[str, Any] | None:
     return selection
 
 
+def _policy(value: Any) -> dict[str, Any]:
+    """The routing policy decision (routing.gateway.records.PolicyDecision.as_event); {} without a policy."""
+    if not isinstance(value, dict):
+        return {}
+    steps = [{"from": _str(s.get("from"), 200), "to": _str(s.get("to"), 200),
+              "virtual_model": _str(s.get("virtual_model"), 200), "reason": _str(s.get("reason"), 200)}
+             for s in _list(value.get("steps"), MAX_NESTED * 2) if isinstance(s, dict)]
+    return {
+        "selected": _str(value.get("selected"), 200),
+        "source": _str(value.get("source"), 16),
+        "policy": _str(value.get("policy"), 200),
+        "strategy": _str(value.get("strategy"), 16),
+        "steps": steps,
+        "applied_to": [_str(v, 200) for v in _list(value.get("applied_to"), MAX_CANDIDATES)],
+        "unmet": _str(value.get("unmet"), 200),
+    }
+
+
 def _attempt(value: Any, position: int) -> dict[str, Any]:
     raw = _dict(value)
     seq = _int(raw.get("seq"))
@@ -278,6 +296,9 @@ def prepare_event(raw: Any, *, store_bodies: bool, max_bytes: int) -> dict[str, 
         "category_detail": _text(event.get("category_detail"), 200),
         "category_alias": _str(event.get("category_alias"), 200),
         "category_target": _str(event.get("category_target"), 200),
+        "policy": _str(event.get("policy"), 200),
+        "policy_chain": _str(event.get("policy_chain"), 500),
+        "policy_decision": _policy(event.get("policy_decision")),
         "selection": _selection(event.get("selection")),
         "target": _str(event.get("target"), 200),
         "status": _int32(event.get("status")),

@@ -75,6 +75,12 @@ class AuditRevision(models.Model):
     category_alias = models.CharField(max_length=200, blank=True, default="")
     category_target = models.CharField(max_length=200, blank=True, default="")
 
+    # The routing policy (empty: none): the one in force at the end, the chain walked (X-GoModel-Policy's value,
+    # "fast>cheap"), and the decision with each fallback step and its reason.
+    policy = models.CharField(max_length=200, blank=True, default="")
+    policy_chain = models.CharField(max_length=500, blank=True, default="")
+    policy_detail = models.JSONField(default=dict, blank=True)
+
     # The selection: which target won and why.
     virtual_model = models.CharField(max_length=200, blank=True, default="")
     strategy = models.CharField(max_length=32, blank=True, default="")

@@ -47,6 +47,10 @@ def build_event(call: Call, journey: Journey, elapsed_s: float) -> dict[str, Any
         "stream": call.features.stream,
         "tier": journey.tier.as_event() if journey.tier is not None else None,
         **_category_fields(journey),
+        # The routing policy: in force at the end ("" without one), the chain walked, and the whole decision.
+        "policy": journey.policy.current.name if journey.policy is not None else "",
+        "policy_chain": journey.policy.chain if journey.policy is not None else "",
+        "policy_decision": journey.policy.as_event() if journey.policy is not None else None,
         "selection": selection,
         "target": journey.answered_by.name if journey.answered_by else None,
         "status": journey.status,

@@ -29,6 +29,7 @@ from routing.gateway.categories import decide_category
 from routing.gateway.gateway_error import GatewayError
 from routing.gateway.governance import admit_limits, settle_limits, settle_limits_soon
 from routing.gateway.planning import TARGET_PIN_NAMESPACE, PlanInputs, plan_targets
+from routing.gateway.policies import choose_policy, count_decision, settle_policy, unmet_error
 from routing.gateway.records import Call, Journey, Plan
 from routing.gateway.resolve import admit, request_contract
 from routing.gateway.responses import RelayStream, finish
@@ -75,6 +76,7 @@ async def handle(call: Call) -> HttpResponse | StreamingHttpResponse:
 async def _route(call: Call, journey: Journey) -> HttpResponse | StreamingHttpResponse:
     await admit_limits(call, journey)  # first: every answer to a limited key carries its x-ratelimit-* headers
     kind = admit(call)
+    journey.policy = choose_policy(call)  # an unknown policy is a 400 before anything is decided
     target, route_contract = journey.requested_model, None
     if kind == "category":
         category_route = call.table.category_routes[target]
@@ -107,6 +109,8 @@ async def _route(call: Call, journey: Journey) -> HttpResponse | StreamingHttpRe
     plan = await _plan(call, journey, target, contract)
     journey.plan = plan
     if not plan.models:
+        if plan.policy_unmet is not None and journey.policy is not None:
+            raise unmet_error(journey.policy, plan, state.health.config.latency_decay_s)
         _no_candidates(plan, target)
     try:
         response = await AttemptLoop(call, journey, plan.models, contract, deadline).run()
@@ -188,8 +192,10 @@ async def _plan(call: Call, journey: Journey, target: str, contract: EffectiveCo
             if pinned:
                 session_targets[name] = pinned
     inputs = PlanInputs(table=table, contract=contract, session_targets=session_targets, warm_target=warm,
-                        now=time.monotonic())
+                        now=time.monotonic(), policy=journey.policy)
     plan = plan_targets(target, inputs, state)
+    settle_policy(journey.policy, plan)
+    count_decision(journey.policy)
     for record in plan.records:
         if record.winner:
             metrics.ROUTING_SELECTIONS.labels(record.virtual_model, record.strategy, record.winner).inc()

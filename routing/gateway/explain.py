@@ -14,6 +14,7 @@ from typing import Any
 from routing.core.sessions import apply_tier_pin
 from routing.gateway.categories import category_verdict
 from routing.gateway.planning import PlanInputs, plan_targets
+from routing.gateway.policies import choose_policy, policy_view, settle_policy
 from routing.gateway.records import Call
 from routing.gateway.resolve import admit, request_contract
 from routing.gateway.state import GatewayState, state
@@ -30,6 +31,7 @@ async def explain_call(call: Call) -> dict[str, Any]:
     table = call.table
     requested = call.features.model
     kind = admit(call)
+    policy = choose_policy(call)
     out: dict[str, Any] = {"model": requested, "kind": kind, "config_version": table.version}
     target, route_contract = requested, None
     session = call.session
@@ -74,8 +76,10 @@ async def explain_call(call: Call) -> dict[str, Any]:
                           selector_config=state.selector_config, quotas=state.quotas)  # read, never counted
     now = time.monotonic()
     inputs = PlanInputs(table=table, contract=contract, session_targets={},
-                        warm_target=state.warm.get(session.value, now), now=now)
+                        warm_target=state.warm.get(session.value, now), now=now, policy=policy)
     plan = plan_targets(target, inputs, shadow)
+    settle_policy(policy, plan)
+    out["policy"] = policy_view(policy)
     out["target"] = target
     out["workload"] = contract.workload
     out["candidates"] = [m.name for m in plan.models]

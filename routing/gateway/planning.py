@@ -17,7 +17,8 @@ from routing.core.contracts import EffectiveContract, filter_candidates
 from routing.core.provider_limits import LIMIT_REASONS
 from routing.core.selector import Candidate, select
 from routing.core.table import ModelSpec, RoutingTable
-from routing.gateway.records import Plan, SelectionRecord
+from routing.gateway.policies import policy_candidates
+from routing.gateway.records import Plan, PolicyDecision, SelectionRecord
 from routing.gateway.state import GatewayState
 from routing.ops import metrics
 
@@ -31,6 +32,7 @@ class PlanInputs:
     session_targets: dict[str, str]  # virtual model -> the target this session is pinned to
     warm_target: str | None  # the concrete model that last served this session (warm prompt cache)
     now: float
+    policy: PolicyDecision | None = None  # the request's routing policy (routing.gateway.policies); None: none
 
 
 def plan_targets(name: str, inputs: PlanInputs, state: GatewayState) -> Plan:
@@ -87,19 +89,33 @@ def _plan_into(name: str, inputs: PlanInputs, state: GatewayState, plan: Plan, d
         plan.records.append(record)
         return
 
+    strategy = virtual.strategy
+    if inputs.policy is not None:
+        # The policy filters and orders the candidates (and may fall back along its chain); health still decides
+        # below. Its own order is tried as given ("failover"), except for the strength strategy.
+        candidates, ordered_by = policy_candidates(
+            name, candidates, decision=inputs.policy, table=table, contract=inputs.contract, state=state,
+            now=inputs.now, plan=plan, record=record)
+        if not candidates:
+            plan.records.append(record)
+            return
+        strategy = ordered_by or strategy
+
     if len(candidates) == 1:
         only = candidates[0]
         if only.health.vitals(inputs.now).available:
-            record.winner, record.why = only.name, "only eligible target"
+            record.winner, record.why = only.name, _policy_why(inputs, "only eligible target")
             record.candidates = [_candidate_view(only, 1.0, inputs.now, 0)]
             plan.records.append(record)
             _plan_into(only.name, inputs, state, plan, depth + 1)
             return
 
-    session_target = inputs.session_targets.get(name) if virtual.session_affinity else None
+    # A policy's own order is deterministic, so a session keeps its target without a pin or a warm-cache bonus.
+    session_target = inputs.session_targets.get(name) if virtual.session_affinity and strategy == virtual.strategy \
+        else None
     warm = inputs.warm_target if any(c.name == inputs.warm_target for c in candidates) else None
     selection = select(
-        virtual.strategy,
+        strategy,
         candidates,
         now=inputs.now,
         rng=state.rng,
@@ -110,7 +126,7 @@ def _plan_into(name: str, inputs: PlanInputs, state: GatewayState, plan: Plan, d
     )
     record.selection = selection
     record.winner = selection.winner
-    record.why = selection.why
+    record.why = _policy_why(inputs, selection.why)
     record.skipped.extend(selection.skipped)
     weights = selection.weights
     # Cold start and exploration belong to the adaptive strategy (not to its round-robin stand-in).
@@ -126,6 +142,14 @@ def _plan_into(name: str, inputs: PlanInputs, state: GatewayState, plan: Plan, d
         return
     for target_name in selection.order:
         _plan_into(target_name, inputs, state, plan, depth + 1)
+
+
+def _policy_why(inputs: PlanInputs, why: str) -> str:
+    """The selection's reason, naming the routing policy in force when there is one."""
+    policy = inputs.policy
+    if policy is None:
+        return why
+    return f"routing policy {policy.current.name} ({policy.current.strategy}): {why}"
 
 
 def _at_limit(name: str, inputs: PlanInputs, state: GatewayState, plan: Plan) -> str | None:

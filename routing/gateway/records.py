@@ -20,6 +20,7 @@ from routing.core.classifier import Signal
 from routing.core.contracts import EffectiveContract
 from routing.core.features import Features
 from routing.core.outcome import AttemptOutcome
+from routing.core.policies import PolicySpec, PolicyStep, chain_label
 from routing.core.selector import Selection
 from routing.core.sessions import SessionId, detect_session
 from routing.core.table import KeySpec, ModelSpec, RoutingTable
@@ -62,6 +63,7 @@ class Journey:
     requested_model: str
     endpoint: str
     category: CategoryDecision | None = None
+    policy: PolicyDecision | None = None
     tier: TierDecision | None = None
     target_name: str = ""
     contract: EffectiveContract | None = None
@@ -89,6 +91,8 @@ class Journey:
         if self.category is not None:
             out["X-GoModel-Category"] = self.category.category
             out["X-GoModel-Category-Target"] = self.category.target
+        if self.policy is not None:
+            out["X-GoModel-Policy"] = self.policy.chain
         if self.tier is not None:
             out["X-GoModel-Pro-Tier"] = self.tier.tier
             out["X-GoModel-Pro-Tier-Target"] = self.tier.target
@@ -121,6 +125,33 @@ class CategoryDecision:
     def as_event(self) -> dict[str, Any]:
         return {"alias": self.alias, "category": self.category, "rule": self.rule, "detail": self.detail,
                 "target": self.target, "forced": self.forced}
+
+
+@dataclass
+class PolicyDecision:
+    """The routing policy of one request (routing.core.policies) and the fallback steps taken while planning.
+
+    ``current`` starts as the selected policy and moves down its ``fallback_to`` chain when a virtual model has
+    no qualifying target; the policy in force then stays in force for the rest of the request.
+    """
+
+    selected: PolicySpec
+    source: str  # "header", "body" or "default"
+    current: PolicySpec
+    steps: list[PolicyStep] = field(default_factory=list)
+    applied_to: list[str] = field(default_factory=list)  # the virtual models it decided at
+    unmet: str = ""  # the unmet constraint(s) at the end of the chain, e.g. "max_cost_usd=0.01"
+
+    @property
+    def chain(self) -> str:
+        """``fast`` without a step, ``fast>cheap>default`` with two: the X-GoModel-Policy header's value."""
+        return chain_label(self.selected.name, self.steps)
+
+    def as_event(self) -> dict[str, Any]:
+        return {"selected": self.selected.name, "source": self.source, "policy": self.current.name,
+                "strategy": self.current.strategy, "chain": self.chain,
+                "steps": [step.as_event() for step in self.steps], "applied_to": list(self.applied_to),
+                "unmet": self.unmet}
 
 
 @dataclass
@@ -169,6 +200,7 @@ class SelectionRecord:
     skipped: list[tuple[str, str]] = field(default_factory=list)
     candidates: list[dict[str, Any]] = field(default_factory=list)
     exploration: float = 0.0  # the adaptive exploration share in force for this selection (0: none)
+    policy: str = ""  # the routing policy in force at this selection ("" without one)
 
     def as_event(self) -> dict[str, Any]:
         return {
@@ -178,6 +210,7 @@ class SelectionRecord:
             "why": self.why,
             "explored": self.selection.explored if self.selection else False,
             "exploration": self.exploration,
+            "policy": self.policy,
             "affinity": self.selection.affinity if self.selection else None,
             "candidates": self.candidates,
             "skipped": [{"target": t, "reason": r} for t, r in self.skipped],
@@ -191,6 +224,8 @@ class Plan:
     rejected: list[tuple[str, str]] = field(default_factory=list)  # (model, reason) from the contract filter
     retry_after_s: float | None = None  # every target is cooling down: when the first recovers
     limit_retry_after_s: float | None = None  # a model skipped at its provider's rpm/tpm: when it has room
+    # (policy, virtual model, reasons) where no target qualified under the routing policy in force
+    policy_unmet: tuple[str, str, tuple[str, ...]] | None = None
 
 
 @dataclass
