@@ -146,6 +146,7 @@ def _tier(value: Any) -> dict[str, Any] | None:
         "pinned": _bool(value.get("pinned")),
         "escalated": _bool(value.get("escalated")),
         "pin_before": _str(value.get("pin_before"), 16),
+        "escalation": _str(value.get("escalation"), 16),
     }
 
 

@@ -66,6 +66,11 @@ class AuditRevision(models.Model):
     tier_pinned = models.BooleanField(default=False)
     tier_escalated = models.BooleanField(default=False)
     pin_before = models.CharField(max_length=16, blank=True, default="")
+    tier_escalation = models.CharField(
+        max_length=16, blank=True, default="",
+        help_text="Why the tier used is not the one the verdict and the pin chose: capability (the chosen tier "
+                  "could not serve the request).",
+    )
 
     # The category route's decision (empty category: the requested model was not a category route).
     category = models.CharField(max_length=32, blank=True, default="")

@@ -203,7 +203,8 @@ def pin_history(revisions: list[AuditRevision]) -> list[PinChange]:
     """When the session's tier pin moved, and why: the escalations, in order.
 
     The pin is escalate-only, so it changes when a request escalated it (``tier_escalated``) or when the
-    first tier-routed request of the session set it.
+    first tier-routed request of the session set it. A request handed down to easy because the hard tier could
+    not serve it (``tier_escalation`` capability without ``tier_escalated``) left the pin at hard.
     """
     changes: list[PinChange] = []
     pinned = ""
@@ -211,6 +212,7 @@ def pin_history(revisions: list[AuditRevision]) -> list[PinChange]:
         if not revision.tier:
             continue
         before = revision.pin_before or pinned
+        held = _held_tier(revision)
         if revision.tier_escalated or (not pinned and not revision.tier_forced):
             why = _pin_reason(revision, before)
             changes.append(
@@ -218,20 +220,31 @@ def pin_history(revisions: list[AuditRevision]) -> list[PinChange]:
                     at=revision.created_at,
                     request_id=revision.request_id,
                     before=before or "none",
-                    after=revision.tier,
+                    after=held,
                     score=revision.score,
                     signals=list(revision.signals or []),
                     why=why,
                 )
             )
         if not revision.tier_forced:
-            pinned = revision.tier if revision.tier_escalated or not pinned else pinned
+            pinned = held if revision.tier_escalated or not pinned else pinned
     return changes
+
+
+def _held_tier(revision: AuditRevision) -> str:
+    """The tier the session's pin holds after ``revision``: its tier, unless it was handed down for capability."""
+    if revision.tier_escalation == "capability" and not revision.tier_escalated and revision.tier == "easy":
+        return "hard"
+    return revision.tier
 
 
 def _pin_reason(revision: AuditRevision, before: str) -> str:
     if revision.reasoning_shortcut:
         return "the request asked for reasoning"
+    if revision.tier_escalation == "capability" and revision.tier_escalated:
+        lacking = next((s.get("detail") for s in revision.signals or [] if s.get("name") == "capability"), "")
+        return f"escalated from {before or 'none'}: the easy tier cannot serve the request" + (
+            f" ({lacking})" if lacking else "")
     top = sorted(revision.signals or [], key=lambda s: -float(s.get("points") or 0))[:3]
     named = ", ".join(f"{s.get('name')} (+{s.get('points')})" for s in top if s.get("name"))
     score = "?" if revision.score is None else f"{revision.score:g}"

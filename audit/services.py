@@ -90,6 +90,7 @@ def revision_values(event: Mapping[str, Any]) -> dict[str, Any]:
         "tier_pinned": tier.get("pinned", False),
         "tier_escalated": tier.get("escalated", False),
         "pin_before": tier.get("pin_before", ""),
+        "tier_escalation": tier.get("escalation", ""),
         "virtual_model": selection.get("virtual_model", ""),
         "strategy": selection.get("strategy", ""),
         "winner": selection.get("winner", ""),

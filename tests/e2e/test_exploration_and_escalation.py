@@ -153,7 +153,7 @@ def test_an_image_to_a_text_only_easy_tier_lands_on_hard(gateway: Gateway, oai: 
     assert raw.headers["x-gomodel-pro-tier-escalated"] == "capability"
     assert raw.headers["x-gomodel-target"] == "oa/fast-model"
     [row] = audit_rows(gateway, [raw.headers["x-request-id"]])
-    assert (row["tier"], row["tier_escalated"]) == ("hard", True)
+    assert (row["tier"], row["tier_escalated"], row["tier_escalation"]) == ("hard", True, "capability")
     assert {"name": "capability", "points": 0, "detail": "oa/text-only lacks image"} in row["signals"]
 
     pinned = explain(gateway, "vision", IMAGE_MESSAGE)  # the same session: the escalation raised its pin
