@@ -30,13 +30,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from routing.clients.redis_client import RedisReplyError, RedisUnavailable, RespClient, Script
+from routing.clients.redis_client import Encoded, RedisReplyError, RedisUnavailable, RespClient, Script
 from routing.core.limit_ledger import DEFAULT_SLOT_LEASE_S, LimitLedger, Verdict, verdict_of
-from routing.core.limits import WINDOW_S, LimitScope, Refusal, ScopeCounts, period_bounds, period_id
+from routing.core.limits import WINDOW_S, Limits, LimitScope, Refusal, ScopeCounts, period_bounds, period_id
 
 logger = logging.getLogger("gomodel.limits")
 
 DEFAULT_PREFIX = "gomodel:limit:"
+_MAX_ENCODED = 10_000  # keys whose encoded script arguments are kept (cleared past it; rebuilt on use)
 _UNAVAILABLE = (RedisUnavailable, RedisReplyError, OSError)
 
 
@@ -101,19 +102,20 @@ class ProcessLimitStore:
         return None
 
 
-# KEYS: five per scope (req, tok, toksum, slots, spend). ARGV: request id, slot lease ms, window ms, then four
-# per scope: rpm, tpm, max concurrency, budget in nano-dollars (-1: unlimited). Returns the Redis time in ms,
-# 1 (admitted) or 0, then seven counts per scope taken before this request (see ScopeCounts; -1: none).
+# KEYS: five per scope (req, tok, toksum, slots, spend). ARGV: slot lease ms, window ms, then four per scope:
+# rpm, tpm, max concurrency, budget in nano-dollars (-1: unlimited), and last the request id (the fixed
+# arguments come first, so they are encoded once per key). Returns the Redis time in ms, 1 (admitted) or 0,
+# then seven counts per scope taken before this request (see ScopeCounts; -1: none).
 # The decision mirrors routing.core.limits.decide: refused when a count has reached its limit.
 _ADMIT = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local rid, lease, window = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local lease, window, rid = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[#ARGV]
 local cutoff = now - window
 local out = {now, 1}
 local ok = true
 for i = 0, #KEYS / 5 - 1 do
-  local k, a = i * 5, 3 + i * 4
+  local k, a = i * 5, 2 + i * 4
   local rpm, tpm = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
   local conc, budget = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
   local requests, oldest_req = 0, -1
@@ -167,7 +169,7 @@ for i = 0, #KEYS / 5 - 1 do
 end
 if ok then
   for i = 0, #KEYS / 5 - 1 do
-    local k, a = i * 5, 3 + i * 4
+    local k, a = i * 5, 2 + i * 4
     if tonumber(ARGV[a + 1]) >= 0 then
       redis.call('ZADD', KEYS[k + 1], now, rid)
       redis.call('PEXPIRE', KEYS[k + 1], window)
@@ -183,14 +185,16 @@ end
 return out
 """
 
-# KEYS: four per scope (tok, toksum, slots, spend). ARGV: request id, tokens, nano-dollars, window ms, then two
-# per scope: 1 when it limits tokens (else 0), and the spend key's lifetime in seconds (0: kept).
+# KEYS: four per scope (tok, toksum, slots, spend). ARGV: window ms, then two per scope: 1 when it limits tokens
+# (else 0), and the unix time its spend key may go (0: kept; -1: the scope has no budget, so its spend is not
+# counted); last the request id, its tokens and its nano-dollars.
 _SETTLE = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local rid, tokens, spend, window = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local n = #ARGV
+local window, rid, tokens, spend = tonumber(ARGV[1]), ARGV[n - 2], tonumber(ARGV[n - 1]), tonumber(ARGV[n])
 for i = 0, #KEYS / 4 - 1 do
-  local k, a = i * 4, 4 + i * 2
+  local k, a = i * 4, 1 + i * 2
   redis.call('ZREM', KEYS[k + 3], rid)
   if tokens > 0 and ARGV[a + 1] == '1' then
     redis.call('ZADD', KEYS[k + 1], now, rid .. ':' .. tokens)
@@ -198,10 +202,10 @@ for i = 0, #KEYS / 4 - 1 do
     redis.call('PEXPIRE', KEYS[k + 1], window)
     redis.call('PEXPIRE', KEYS[k + 2], window)
   end
-  if spend > 0 then
+  local until_s = tonumber(ARGV[a + 2])
+  if spend > 0 and until_s >= 0 then
     redis.call('INCRBY', KEYS[k + 4], spend)
-    local ttl = tonumber(ARGV[a + 2])
-    if ttl > 0 then redis.call('EXPIRE', KEYS[k + 4], ttl) end
+    if until_s > 0 then redis.call('EXPIREAT', KEYS[k + 4], until_s) end
   end
 end
 return 1
@@ -224,17 +228,34 @@ return {now, requests, first_req[2] or -1, tokens, entries[2] or -1, -1, slots,
 _ADMIT_SCRIPT, _SETTLE_SCRIPT, _COUNTS_SCRIPT = Script(_ADMIT), Script(_SETTLE), Script(_COUNTS)
 
 
-def _seconds(ms: object) -> float | None:
-    value = int(str(ms))
+def _seconds(ms: int | str) -> float | None:
+    value = int(ms)
     return None if value < 0 else value / 1000.0
 
 
-def _counts_from(values: list[object]) -> ScopeCounts:
+def _counts_from(values: list[int | str]) -> ScopeCounts:
     """Seven numbers of a script's reply as ``ScopeCounts`` (times in seconds on Redis's clock)."""
     requests, oldest_req, tokens, oldest_tok, retry, slots, spend = values
-    return ScopeCounts(requests=int(str(requests)), oldest_request_s=_seconds(oldest_req), tokens=int(str(tokens)),
+    return ScopeCounts(requests=int(requests), oldest_request_s=_seconds(oldest_req), tokens=int(tokens),
                        oldest_tokens_s=_seconds(oldest_tok), tokens_retry_s=_seconds(retry),
-                       slots=int(str(slots)), spend_nanos=int(str(spend)))
+                       slots=int(slots), spend_nanos=int(spend))
+
+
+@dataclass(frozen=True, slots=True)
+class _Fixed:
+    """The keys and fixed arguments of one key's scripts, encoded once for its scopes and budget periods."""
+
+    scopes: tuple[LimitScope, ...]
+    periods: tuple[str, ...]
+    admit: Encoded
+    admit_keys: int
+    settle: Encoded | None  # None: nothing to settle (requests per minute only)
+    settle_keys: int
+
+
+def _settles(limits: Limits) -> bool:
+    """Whether an answer changes anything for these limits: a slot to return, tokens or spend to count."""
+    return limits.tpm is not None or limits.max_concurrency is not None or limits.budget_usd is not None
 
 
 def _limit_arg(value: int | None) -> int:
@@ -263,6 +284,7 @@ class RedisLimitStore:
         self._retry_after_s = retry_after_s
         self._clock = clock
         self._down_until: float | None = None  # None: Redis is believed reachable
+        self._encoded: dict[int, _Fixed] = {}  # by id() of a key's scopes tuple (checked by identity)
 
     @property
     def shared(self) -> bool:
@@ -274,20 +296,42 @@ class RedisLimitStore:
         spend = f"{base}spend:{period_id(scope.limits.budget_period, now)}"
         return base + "req", base + "tok", base + "toksum", base + "slots", spend
 
+    def _fixed(self, scopes: tuple[LimitScope, ...], now: float) -> _Fixed:
+        """The encoded keys and fixed arguments for ``scopes`` now (the same object for a key's requests until
+        one of its budget periods ends)."""
+        periods = tuple(period_id(scope.limits.budget_period, now) for scope in scopes)
+        fixed = self._encoded.get(id(scopes))
+        if fixed is not None and fixed.scopes is scopes and fixed.periods == periods:
+            return fixed
+        admit_keys: list[str] = []
+        admit_args: list[str | int] = [self._lease_ms, self._window_ms]
+        settle_keys: list[str] = []
+        settle_args: list[str | int] = [self._window_ms]
+        for scope in scopes:
+            req, tok, toksum, slots, spend = self._keys(scope, now)
+            admit_keys += [req, tok, toksum, slots, spend]
+            settle_keys += [tok, toksum, slots, spend]
+            limits = scope.limits
+            budget = limits.budget_nanos
+            admit_args += [_limit_arg(limits.rpm), _limit_arg(limits.tpm), _limit_arg(limits.max_concurrency),
+                           -1 if budget is None else budget]
+            _, end = period_bounds(limits.budget_period, now)
+            until = -1 if budget is None else 0 if end is None else int(end) + 86_400  # kept a day for the admin
+            settle_args += [1 if limits.tpm is not None else 0, until]
+        settles = any(_settles(scope.limits) for scope in scopes)
+        fixed = _Fixed(scopes, periods, Encoded(*admit_keys, *admit_args), len(admit_keys),
+                       Encoded(*settle_keys, *settle_args) if settles else None, len(settle_keys))
+        if len(self._encoded) >= _MAX_ENCODED:
+            self._encoded.clear()
+        self._encoded[id(scopes)] = fixed
+        return fixed
+
     async def admit(self, scopes: tuple[LimitScope, ...], request_id: str) -> Admission:
         if self._skip_redis():
             return await self.fallback.admit(scopes, request_id)
-        now = self._clock()
-        keys: list[str] = []
-        args: list[str | int] = [request_id, self._lease_ms, self._window_ms]
-        for scope in scopes:
-            keys += self._keys(scope, now)
-            limits = scope.limits
-            budget = limits.budget_nanos
-            args += [_limit_arg(limits.rpm), _limit_arg(limits.tpm), _limit_arg(limits.max_concurrency),
-                     -1 if budget is None else budget]
+        fixed = self._fixed(scopes, self._clock())
         try:
-            reply = await self._client.run_script(_ADMIT_SCRIPT, keys, args)
+            reply = await self._client.run_encoded_script(_ADMIT_SCRIPT, fixed.admit_keys, fixed.admit, request_id)
         except _UNAVAILABLE as exc:
             self._mark_down(exc)
             admission = await self.fallback.admit(scopes, request_id)
@@ -316,16 +360,12 @@ class RedisLimitStore:
         await self._settle_in_redis(admission, tokens=tokens, spend_nanos=spend_nanos)
 
     async def _settle_in_redis(self, admission: Admission, *, tokens: int, spend_nanos: int) -> None:
-        now = self._clock()
-        keys: list[str] = []
-        args: list[str | int] = [admission.request_id, tokens, spend_nanos, self._window_ms]
-        for scope in admission.scopes:
-            req, tok, toksum, slots, spend = self._keys(scope, now)
-            keys += [tok, toksum, slots, spend]
-            _, end = period_bounds(scope.limits.budget_period, now)
-            args += [1 if scope.limits.tpm is not None else 0, 0 if end is None else int(end - now) + 86_400]
+        fixed = self._fixed(admission.scopes, self._clock())
+        if fixed.settle is None:
+            return  # requests per minute only: counted at admission, nothing to settle (no round trip)
         try:
-            await self._client.run_script(_SETTLE_SCRIPT, keys, args)
+            await self._client.run_encoded_script(_SETTLE_SCRIPT, fixed.settle_keys, fixed.settle,
+                                                  admission.request_id, tokens, spend_nanos)
         except _UNAVAILABLE as exc:
             # The slot lapses in Redis after its lease; the tokens and spend are counted here meanwhile.
             self._mark_down(exc)

@@ -130,7 +130,7 @@ class LimitLedger:
                 state.trim(now)
                 state.tokens.append((now, tokens))
                 state.token_sum += tokens
-            if spend_nanos > 0:
+            if spend_nanos > 0 and limits.budget_usd is not None:
                 current = period_id(limits.budget_period, now)
                 kind = current.split(":", 1)[0]
                 for stale in [p for p in state.spend if p != current and p.split(":", 1)[0] == kind]:

@@ -162,10 +162,31 @@ def retry_after_header(seconds: float) -> str:
 
 # -- budget periods (UTC) -------------------------------------------------------------------------------------
 
+_PERIODS: dict[str, tuple[float, float, str]] = {}  # the last period seen of each kind: start, end, id
+
+
+def _period(period: str, now_unix: float) -> tuple[float, float, str]:
+    """(start, end, id) of the calendar period holding ``now_unix``; the last one of each kind is remembered,
+    since the calendar arithmetic would otherwise be most of a limit check's CPU."""
+    known = _PERIODS.get(period)
+    if known is not None and known[0] <= now_unix < known[1]:
+        return known
+    start, end = _calendar_bounds(period, now_unix)
+    moment = datetime.fromtimestamp(start, tz=UTC)
+    ident = f"{period}:{moment:%Y-%m}" if period == "month" else f"{period}:{moment:%Y-%m-%d}"
+    _PERIODS[period] = found = (start, end, ident)
+    return found
+
+
 def period_bounds(period: str, now_unix: float) -> tuple[float, float | None]:
     """The (start, end) unix times of the budget period holding ``now_unix``; end None for ``total``."""
     if period == "total":
         return 0.0, None
+    start, end, _ = _period(period, now_unix)
+    return start, end
+
+
+def _calendar_bounds(period: str, now_unix: float) -> tuple[float, float]:
     moment = datetime.fromtimestamp(now_unix, tz=UTC)
     day = moment.replace(hour=0, minute=0, second=0, microsecond=0)
     if period == "day":
@@ -187,9 +208,7 @@ def period_id(period: str, now_unix: float) -> str:
     ``month:2026-12``, ``total``. Spend is counted under it, so a new period starts from zero."""
     if period == "total":
         return "total"
-    start, _ = period_bounds(period, now_unix)
-    moment = datetime.fromtimestamp(start, tz=UTC)
-    return f"{period}:{moment:%Y-%m}" if period == "month" else f"{period}:{moment:%Y-%m-%d}"
+    return _period(period, now_unix)[2]
 
 
 # -- OpenAI's rate-limit headers ------------------------------------------------------------------------------

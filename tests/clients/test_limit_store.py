@@ -22,6 +22,7 @@ import pytest
 import redis
 
 from routing.clients.limit_store import ProcessLimitStore, RedisLimitStore, make_limit_store
+from routing.clients.redis_client import Encoded, _Connection, encode_command
 from routing.core.limits import NANOS_PER_USD, Limits, LimitScope
 from tests.gateway_process import free_port
 
@@ -288,3 +289,38 @@ def test_without_redis_url_limits_are_counted_in_this_process() -> None:
     assert isinstance(make_limit_store(None), ProcessLimitStore)
     assert isinstance(make_limit_store(REDIS_URL), RedisLimitStore)
     assert make_limit_store(None).shared is False
+
+
+# -- the Redis client's support for the limit scripts ----------------------------------------------------------
+
+
+def test_pre_encoded_arguments_encode_exactly_as_plain_ones() -> None:
+    plain = encode_command(("EVALSHA", "abc", 2, "k1", "k2", 60000, "rid"))
+    assert encode_command(("EVALSHA", "abc", 2, Encoded("k1", "k2", 60000), "rid")) == plain
+
+
+class RecordingTransport:
+    """Stands in for the socket: records each write."""
+
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(data)
+
+    def abort(self) -> None:
+        return None
+
+
+def test_commands_sent_in_one_turn_of_the_loop_go_out_in_one_write() -> None:
+    async def run() -> list[bytes]:
+        connection = _Connection()
+        transport = RecordingTransport()
+        connection.connection_made(transport)  # type: ignore[arg-type]
+        waiters = [connection.send(encode_command(("PING",))) for _ in range(3)]
+        await asyncio.sleep(0)
+        connection.data_received(b"+PONG\r\n+PONG\r\n:7\r\n")
+        assert [await w for w in waiters] == ["PONG", "PONG", 7]
+        return transport.writes
+
+    assert asyncio.run(run()) == [b"*1\r\n$4\r\nPING\r\n" * 3]
