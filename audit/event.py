@@ -26,6 +26,9 @@ MAX_NESTED = 8
 MAX_ERROR_CHARS = 2000
 MAX_UNIX_TIME = 253_402_300_799  # 9999-12-31T23:59:59Z, the last second a datetime can hold
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9_.:\-]{1,64}$")
+# The limit that refused a request: "<key|team>:<rpm|tpm|concurrency|budget>" today; a scope or limit added later
+# still fits, anything else is not a limit name and is dropped.
+_LIMIT = re.compile(r"[a-z]{1,12}:[a-z_]{1,19}")
 _USAGE_FIELDS = ("input_tokens", "output_tokens", "cached_input_tokens", "reasoning_tokens")
 # Built once: ``isinstance(value, int | float)`` would build the union on every call.
 _NUMBER = int | float
@@ -197,6 +200,11 @@ def _selection(value: Any, depth: int = 0) -> dict[str, Any] | None:
     return selection
 
 
+def _limit(value: Any) -> str:
+    """The limit that refused the request (``key:rpm``), or "" for none or for what is not a limit's name."""
+    return value if isinstance(value, str) and _LIMIT.fullmatch(value) else ""
+
+
 def _policy(value: Any) -> dict[str, Any]:
     """The routing policy decision (routing.gateway.records.PolicyDecision.as_event); {} without a policy."""
     if not isinstance(value, dict):
@@ -286,6 +294,7 @@ def prepare_event(raw: Any, *, store_bodies: bool, max_bytes: int) -> dict[str, 
         "key_id": key_id,
         "key_name": _str(event.get("key_name"), 200),
         "team": _str(event.get("team"), 200),
+        "limit": _limit(event.get("limit")),
         "session_hash": _str(event.get("session_hash"), 64),
         "session_source": _str(event.get("session_source"), 40),
         "endpoint": _str(event.get("endpoint"), 16),

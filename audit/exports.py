@@ -22,6 +22,9 @@ CSV_COLUMNS = (
     "ttfb_ms", "input_tokens", "output_tokens", "cached_input_tokens", "reasoning_tokens", "cost_usd",
     "billed_input_tokens", "billed_output_tokens", "billed_cost_usd",
     "attempt_count", "fell_back", "config_version", "workload", "operation_id",
+    # Added later, so appended: a reader that goes by position keeps working.
+    "tier_escalation", "category", "category_rule", "category_target", "policy", "policy_chain", "explored",
+    "limit_refused",
 )
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 

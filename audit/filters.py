@@ -11,7 +11,8 @@ from django.utils.dateparse import parse_date, parse_datetime
 from audit.selectors import HistoryFilters
 from audit.spend import GROUPINGS, PERIODS, SpendQuery, period_after, period_count, period_floor
 
-TEXT_FILTERS = ("key", "team", "session", "model", "tier", "target", "status", "error_class")
+TEXT_FILTERS = ("key", "team", "session", "model", "tier", "target", "status", "error_class", "category", "policy",
+                "limit")
 MAX_FILTER_CHARS = 200
 
 

@@ -11,6 +11,7 @@ filter the pages offer has a composite index ending in ``created_at, id``.
 from __future__ import annotations
 
 from django.db import models
+from django.db.models import Q
 
 # The auditor filters that get their own composite index (field, -created_at, -id).
 FILTERED_FIELDS = (
@@ -27,10 +28,23 @@ FILTERED_FIELDS = (
 )
 
 
+# Filters on a decision most requests do not take (a category route, a routing policy, a limit's refusal): their
+# indexes hold only the rows that took it, so a request without one costs no index write for them.
+SPARSE_FILTERED_FIELDS = ("category", "policy", "limit_refused")
+
+
 def _filter_indexes() -> list[models.Index]:
     return [
         models.Index(fields=[field, "-created_at", "-id"], name=f"audit_rev_{field}_idx")
         for field in FILTERED_FIELDS
+    ]
+
+
+def sparse_filter_indexes() -> list[models.Index]:
+    """The partial indexes of SPARSE_FILTERED_FIELDS (``<field> <> ''``), built concurrently by migration 0007."""
+    return [
+        models.Index(fields=[field, "-created_at", "-id"], name=f"audit_rev_{field}_idx", condition=~Q(**{field: ""}))
+        for field in SPARSE_FILTERED_FIELDS
     ]
 
 
@@ -91,6 +105,8 @@ class AuditRevision(models.Model):
     strategy = models.CharField(max_length=32, blank=True, default="")
     winner = models.CharField(max_length=200, blank=True, default="")
     selection_why = models.CharField(max_length=500, blank=True, default="")
+    explored = models.BooleanField(default=False, help_text="The adaptive exploration share drew the winner.")
+    exploration = models.FloatField(null=True, blank=True, help_text="The exploration share in force (0: none).")
     affinity = models.CharField(max_length=16, blank=True, default="")
     candidates = models.JSONField(default=list, blank=True)
     skipped = models.JSONField(default=list, blank=True)
@@ -98,6 +114,10 @@ class AuditRevision(models.Model):
     nested_selections = models.JSONField(default=list, blank=True, help_text="Selections in nested virtual models.")
 
     # The outcome.
+    limit_refused = models.CharField(
+        max_length=32, blank=True, default="",
+        help_text="The limit that refused the request with a 429, <key|team>:<rpm|tpm|concurrency|budget>.",
+    )
     target = models.CharField(max_length=200, blank=True, default="", help_text="The target that answered.")
     status = models.IntegerField(null=True, blank=True)
     error_class = models.CharField(max_length=32, blank=True, default="")
@@ -129,7 +149,11 @@ class AuditRevision(models.Model):
 
     class Meta:
         ordering = ("-created_at", "-id")
-        indexes = [models.Index(fields=["-created_at", "-id"], name="audit_rev_created_idx"), *_filter_indexes()]
+        indexes = [
+            models.Index(fields=["-created_at", "-id"], name="audit_rev_created_idx"),
+            *_filter_indexes(),
+            *sparse_filter_indexes(),
+        ]
 
     def __str__(self) -> str:
         return f"{self.request_id} {self.requested_model} -> {self.target or '-'} ({self.status})"

@@ -2,7 +2,7 @@
 
 History is ordered by ``(created_at, id)`` descending and paged with a cursor (the last row's pair), never
 with OFFSET or COUNT(*): each page is one index range scan, however deep, on the composite index of the
-filter in use (see ``audit.models.FILTERED_FIELDS``).
+filter in use (see ``audit.models.FILTERED_FIELDS`` and ``SPARSE_FILTERED_FIELDS``).
 """
 
 from __future__ import annotations
@@ -39,6 +39,9 @@ class HistoryFilters:
     status: str | None = None
     error_class: str | None = None
     config_version: int | None = None
+    category: str | None = None
+    policy: str | None = None
+    limit: str | None = None  # the limit that refused the request: "key:rpm", "team:budget"
 
     def as_query(self) -> dict[str, str]:
         """The filters as URL query parameters (for links to other pages and exports)."""
@@ -75,6 +78,12 @@ def filtered_revisions(filters: HistoryFilters) -> QuerySet[AuditRevision]:
         qs = qs.filter(error_class="" if filters.error_class == "none" else filters.error_class)
     if filters.config_version is not None:
         qs = qs.filter(config_version=filters.config_version)
+    if filters.category:
+        qs = qs.filter(category=filters.category)
+    if filters.policy:
+        qs = qs.filter(policy=filters.policy)
+    if filters.limit:
+        qs = qs.filter(limit_refused=filters.limit)
     return qs.order_by("-created_at", "-id")
 
 
@@ -135,7 +144,8 @@ def history_page(filters: HistoryFilters, *, cursor: str | None, size: int = DEF
     """One page of history: up to ``size`` rows after ``cursor`` and the cursor of the next page."""
     size = max(1, min(size, MAX_PAGE_SIZE))
     qs = filtered_revisions(filters).defer(
-        "prompt_text", "output_text", "candidates", "skipped", "rejected", "nested_selections", "error_message"
+        "prompt_text", "output_text", "candidates", "skipped", "rejected", "nested_selections", "error_message",
+        "policy_detail",
     )
     position = decode_cursor(cursor) if cursor else None
     if position is not None:

@@ -20,7 +20,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
-from audit import charts, exports, selectors, spend, tuning
+from audit import charts, decisions, exports, selectors, spend, tuning
 from audit.filters import MAX_TOP, filters_from_query, parse_instant, spend_query_from_query
 from audit.models import AuditRevision
 
@@ -89,6 +89,7 @@ def revision(request: HttpRequest, request_id: str) -> HttpResponse:
     timeline = charts.attempt_timeline(
         [(f"#{a.seq} {a.target}", a.latency_ms, _outcome(a.action, a.status)) for a in attempts]
     ) if attempts else None
+    winner = rev.winner or rev.target
     return _page(
         request,
         "audit/revision.html",
@@ -100,8 +101,16 @@ def revision(request: HttpRequest, request_id: str) -> HttpResponse:
         signals_total=_signals_total(rev.signals or []),
         threshold=selectors.threshold_in_force(version=rev.config_version, at=rev.created_at)
         or settings.PRO_SMART_ROUTING_THRESHOLD,
-        winner=rev.winner or rev.target,
+        winner=winner,
         attempts_cost=sum(a.cost_usd or 0 for a in attempts),
+        billed=rev.billed_cost_usd is not None or rev.billed_input_tokens is not None,
+        limit=decisions.limit_refusal(rev),
+        policy=decisions.policy_view(rev),
+        draw=decisions.winner_draw(rev, winner),
+        skipped=decisions.skipped(rev),
+        capability=decisions.capability_detail(rev),
+        category_rule=decisions.CATEGORY_RULES.get(rev.category_rule, ""),
+        team_url=f"{reverse('audit:history')}?{_query(team=rev.team)}" if rev.team else "",
     )
 
 
