@@ -21,6 +21,7 @@ from routing.core.categories import CATEGORIES, KEYWORD_CATEGORIES
 from routing.core.key_references import reference_variable
 from routing.core.limits import BUDGET_PERIODS
 from routing.core.policies import POLICY_STRATEGIES
+from routing.core.probes import mode_problem
 from routing.core.table import CAPABILITIES, PROVIDER_KINDS, STRATEGIES
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,199}$")
@@ -155,6 +156,13 @@ class Provider(models.Model):
         help_text="Absolute path of the client certificate's unencrypted PEM key; empty when the certificate file "
         "holds it.",
     )
+    probe = models.CharField(
+        max_length=16, blank=True, default="",
+        choices=[("", "automatic"), ("models", "models"), ("completion", "completion"), ("off", "off")],
+        help_text="How the background prober proves a cooling or locked-out target: models (the provider's model "
+        "list or lookup; free), completion (a one-token completion, billed), off. Automatic: models, except for "
+        "Azure OpenAI (completion).",
+    )
     enabled = models.BooleanField(default=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -169,6 +177,9 @@ class Provider(models.Model):
             raise ValidationError({"api_version": "Azure OpenAI needs an api-version, e.g. 2024-10-21."})
         problems = egress_problems(proxy=self.proxy, ca_bundle=self.ca_bundle, client_cert=self.client_cert,
                                    client_key=self.client_key)
+        probe = mode_problem(self.kind, self.probe)
+        if probe is not None:
+            problems["probe"] = probe
         if problems:
             raise ValidationError(problems)
 
@@ -577,6 +588,11 @@ class RoutingSettings(models.Model):
         help_text="Latency samples a target needs before its own estimate counts; until then it counts as the "
                   "fastest (0: no cold-start bonus).",
     )
+    probe_interval_seconds = models.FloatField(
+        null=True, blank=True,
+        help_text="How often a target cooling for 5xx or network failures, or locked out for 401/403/404, is probed "
+                  "in the background (0: never; at least 0.1 otherwise).",
+    )
 
     class Meta:
         verbose_name = "routing settings"
@@ -611,6 +627,10 @@ class RoutingSettings(models.Model):
             errors["exploration"] = "The exploration share must be between 0 and 0.5."
         if self.cold_start_observations is not None and not 0 <= self.cold_start_observations <= 1000:
             errors["cold_start_observations"] = "The cold-start observations must be between 0 and 1000."
+        if self.probe_interval_seconds is not None and not (
+            self.probe_interval_seconds == 0 or 0.1 <= self.probe_interval_seconds <= 86400
+        ):
+            errors["probe_interval_seconds"] = "The probe interval must be 0 (off) or between 0.1 and 86400 seconds."
         if errors:
             raise ValidationError(errors)
 

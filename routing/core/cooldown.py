@@ -19,6 +19,12 @@ Trigger = Literal["rate_limited", "lockout", "failures", "invalid_responses", "p
 
 RATE_LIMIT_STATUSES = frozenset({429})
 LOCKOUT_STATUSES = frozenset({401, 403, 404})  # the reasons are errors.TARGET_FAULT_REASONS
+# The reason words of the other kinds, for a verdict that arrives as a word only (another process's cooldown).
+TRANSIENT_REASONS = frozenset({"overloaded", "server_error", "connect_error", "timeout", "connection_lost",
+                               "stream_cut"})
+INVALID_REASONS = frozenset({"malformed", "truncated", "schema", "tool_call", "too_short", "custom"})
+# Which kind outweighs which when several verdicts hold one breaker open: a 429's Retry-After above all.
+KIND_RANK: dict[FailureKind, int] = {"invalid": 1, "transient": 2, "lockout": 3, "rate_limited": 4}
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +45,9 @@ class BreakerClosed:
 
     target: str
     probe_started: float  # when the probe that closed it started, on the caller's clock
+    # True: a background probe (routing.gateway.prober) ended the cooldown before its end, which other processes
+    # may follow while still cooling; False: a half-open attempt after the end (routing.core.health).
+    early: bool = False
 
 
 # What a TargetHealth tells its listener (the shared health publisher): a cooldown started or was extended by
@@ -64,3 +73,16 @@ def failure_kind(outcome: AttemptOutcome) -> FailureKind | None:
     if outcome.error_class is ErrorClass.INVALID_RESPONSE:
         return "invalid"
     return "transient"
+
+
+def reason_kind(reason: str) -> FailureKind | None:
+    """The failure kind a reason word stands for; None for a word that names none (``shared``, unknown)."""
+    if reason == "rate_limited":
+        return "rate_limited"
+    if reason in TARGET_FAULT_REASONS:
+        return "lockout"
+    if reason in TRANSIENT_REASONS:
+        return "transient"
+    if reason in INVALID_REASONS:
+        return "invalid"
+    return None

@@ -42,6 +42,7 @@ from collections.abc import Callable, Iterable
 from typing import Literal
 
 from routing.core.cooldown import (
+    KIND_RANK,
     LOCKOUT_STATUSES,
     RATE_LIMIT_STATUSES,
     BreakerClosed,
@@ -50,6 +51,7 @@ from routing.core.cooldown import (
     HealthChange,
     Trigger,
     failure_kind,
+    reason_kind,
 )
 from routing.core.health_config import HealthConfig
 from routing.core.latency import PeakEwmaLatency
@@ -76,6 +78,7 @@ __all__ = [
     "Trigger",
     "Vitals",
     "failure_kind",
+    "reason_kind",
 ]
 
 Admission = Literal["attempt", "probe", "refused"]
@@ -108,6 +111,7 @@ class TargetHealth(PeakEwmaLatency):
         "listener",
         "opened_at",
         "shared_origin",
+        "open_kind",
     )
 
     def __init__(self, name: str, config: HealthConfig | None = None, listener: HealthListener | None = None) -> None:
@@ -132,6 +136,9 @@ class TargetHealth(PeakEwmaLatency):
         self._probe_successes = 0
         self.opened_at: float | None = None  # the latest failure verdict behind the open breaker (own or adopted)
         self.shared_origin: str | None = None  # the process whose verdict the open breaker follows; None: own
+        # The strongest failure kind behind the open breaker (rate_limited > lockout > transient > invalid):
+        # the background prober reads it, so a breaker a 429 touched is never probed. None: closed or unknown.
+        self.open_kind: FailureKind | None = None
 
     # -- reading -------------------------------------------------------------------------------------------
 
@@ -265,14 +272,22 @@ class TargetHealth(PeakEwmaLatency):
         Never shortens a cooldown this process already has: the later end wins. ``origin`` names the process
         whose verdict this is (shown by the admin). The listener is not told: the change is not this process's.
         """
-        if until <= now or (self.cooldown_until is not None and until <= self.cooldown_until):
+        kind = reason_kind(reason)
+        if until <= now:
             return False
+        if self.cooldown_until is not None and until <= self.cooldown_until:
+            if now < self.cooldown_until:
+                self._raise_kind(kind)  # a shorter 429 elsewhere still keeps the prober off this breaker
+            return False
+        if self.cooldown_until is None or now >= self.cooldown_until:
+            self.open_kind = None
         if self.cooldown_until is None:
             self.cooldown_level += 1
         self.cooldown_until = until
         self.last_error_reason = reason
         self.opened_at = now
         self.shared_origin = origin
+        self._raise_kind(kind)
         self._open_reset()
         return True
 
@@ -290,6 +305,52 @@ class TargetHealth(PeakEwmaLatency):
             return False
         self._close()
         return True
+
+    # -- background probes (routing.core.probes decides; routing.gateway.prober sends) ---------------------
+
+    def close_by_probe(self, probe_started: float, now: float) -> bool:
+        """End the cooldown early because a background probe that started at ``probe_started`` passed.
+
+        Refused (False) when the breaker is not cooling any more, when a 429 holds it (its Retry-After is never
+        shortened), when it opened for a reason a probe does not prove (invalid answers), or when a failure
+        verdict newer than the probe's start arrived meanwhile. The listener hears a ``BreakerClosed(early)``.
+        """
+        if not self._probe_may_close(probe_started, now):
+            return False
+        self._close()
+        if self.listener is not None:
+            self.listener(BreakerClosed(self.name, probe_started, early=True))
+        return True
+
+    def adopt_probe_close(self, probe_started: float, now: float) -> bool:
+        """Another process's background probe passed: close here on the same terms (not told to the listener)."""
+        if not self._probe_may_close(probe_started, now):
+            return False
+        self._close()
+        return True
+
+    def record_probe_failure(self, outcome: AttemptOutcome, now: float) -> None:
+        """A background probe failed: a lockout (the current key is still refused) or a 429 holds the breaker
+        open longer, as the same verdict from live traffic would; a transient failure changes nothing (the
+        cooldown runs its course, and the doubling is for live attempts). Latency is not fed: a probe is not
+        the kind of call the estimate is about."""
+        kind = failure_kind(outcome)
+        if kind is None or self.status(now) != COOLING:
+            return
+        self.last_error_reason = outcome.reason
+        self._extend(kind, outcome, now)
+
+    def _probe_may_close(self, probe_started: float, now: float) -> bool:
+        until = self.cooldown_until
+        if until is None or self.open_kind not in ("transient", "lockout"):
+            return False
+        # A failure verdict newer than the probe's start outweighs it (it may have come from the fixed state's
+        # successor, or from another process after the probe left).
+        return self.opened_at is None or probe_started >= self.opened_at
+
+    def _raise_kind(self, kind: FailureKind | None) -> None:
+        if kind is not None and (self.open_kind is None or KIND_RANK[kind] > KIND_RANK[self.open_kind]):
+            self.open_kind = kind
 
     def _record_success(self, latency_s: float, now: float) -> None:
         self.observe_latency(latency_s, now)
@@ -312,6 +373,7 @@ class TargetHealth(PeakEwmaLatency):
         self._probe_successes = 0
         self.opened_at = None
         self.shared_origin = None
+        self.open_kind = None
 
     def _duration(self, kind: FailureKind, outcome: AttemptOutcome, level: int) -> float:
         config = self.config
@@ -326,6 +388,7 @@ class TargetHealth(PeakEwmaLatency):
         self.cooldown_until = now + duration
         self.opened_at = now
         self.shared_origin = None
+        self.open_kind = kind  # a new open period: the failure that tripped it decides
         self._open_reset()
         started = CooldownStarted(
             target=self.name,
@@ -342,6 +405,8 @@ class TargetHealth(PeakEwmaLatency):
     def _extend(self, kind: FailureKind, outcome: AttemptOutcome, now: float) -> None:
         # The doubling level is not advanced: this failure belongs to the burst that already tripped it.
         # Only an explicit verdict (a lockout, a Retry-After) says the cooldown must last longer.
+        if kind in ("rate_limited", "lockout"):
+            self._raise_kind(kind)  # even when it does not extend: the prober must leave a 429's breaker alone
         if kind == "lockout":
             until = now + self.config.cooldown_max_s
         elif outcome.retry_after_s is not None:

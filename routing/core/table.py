@@ -63,6 +63,9 @@ class ProviderSpec:
     ca_bundle: str = ""
     client_cert: str = ""
     client_key: str = ""
+    # How a cooling target of this provider is proved by the background prober (routing.core.probes): "models",
+    # "completion", "off", or "" for the cheapest call its format allows.
+    probe: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,6 +221,7 @@ class RoutingSettings:
     warm_cache_ttl_s: float = 600.0
     exploration: float = 0.01  # share of an adaptive virtual model's picks drawn uniformly (0-0.5)
     cold_start_observations: int = 5  # latency samples before a target's own estimate counts
+    probe_interval_s: float = 15.0  # how often cooling and locked-out targets are probed; 0: never
 
 
 def _frozen(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:

@@ -84,6 +84,7 @@ def _apply(canonical: Mapping[str, Any], before: Mapping[str, Any], *, prune: bo
                 "api_version": entry.get("api_version", ""),
                 "timeout_seconds": entry.get("timeout_seconds", 600),
                 "enabled": entry.get("enabled", True),
+                "probe": entry.get("probe", ""),
                 **{name: entry.get(name, "") for name in EGRESS_FIELDS},
             },
         )

@@ -34,6 +34,8 @@ def _provider_entry(provider: m.Provider) -> dict[str, Any]:
         entry["api_version"] = provider.api_version
     if provider.timeout_seconds != 600:
         entry["timeout_seconds"] = provider.timeout_seconds
+    if provider.probe:
+        entry["probe"] = provider.probe
     if not provider.enabled:
         entry["enabled"] = False
     for name in EGRESS_FIELDS:

@@ -36,6 +36,7 @@ from routing.config.provider_egress import EGRESS_FIELDS, egress_problems
 from routing.config.provider_keys import look_up
 from routing.core.categories import CATEGORIES
 from routing.core.graph import check_virtual_graph
+from routing.core.probes import mode_problem
 from routing.core.table import CAPABILITIES, PROVIDER_KINDS, STRATEGIES
 
 
@@ -150,7 +151,7 @@ def _known(name: Any, names: set[str]) -> bool:
 def _parse_provider(chk: _Checker, path: str, entry: dict[str, Any]) -> dict[str, Any]:
     """One ``providers`` entry; its key references must name variables that may hold a key, and are set."""
     _check_unknown_keys(chk, path, entry, ("name", "kind", "base_url", "api_key", "api_keys", "api_version",
-                                           "timeout_seconds", "enabled", *EGRESS_FIELDS))
+                                           "timeout_seconds", "enabled", "probe", *EGRESS_FIELDS))
     _check_name(chk, f"{path}.name", entry.get("name"))
     if entry.get("kind") not in PROVIDER_KINDS:
         chk.add(f"{path}.kind", f"unknown kind {entry.get('kind')!r} (expected {', '.join(PROVIDER_KINDS)})")
@@ -191,6 +192,13 @@ def _parse_provider(chk: _Checker, path: str, entry: dict[str, Any]) -> dict[str
         provider["timeout_seconds"] = entry["timeout_seconds"]
     if entry.get("enabled") is False:
         provider["enabled"] = False
+    probe = entry.get("probe")
+    if probe is not None:
+        problem = mode_problem(str(entry.get("kind")), probe) if isinstance(probe, str) else "expected a string"
+        if problem is not None:
+            chk.add(f"{path}.probe", problem)
+        elif probe:
+            provider["probe"] = probe
     provider.update(egress)
     return provider
 

@@ -20,6 +20,7 @@ SETTINGS_FIELDS = {
     "warm_cache_ttl_seconds": float,
     "exploration": float,
     "cold_start_observations": int,
+    "probe_interval_seconds": float,
 }
 
 
