@@ -8,6 +8,12 @@ on the event loop); when the buffer is full it drops the event it was handed - t
 That happens only when the thread cannot empty the buffer: the sink is unreachable *and* the spool refuses
 (disk full, ``AUDIT_SPOOL_MAX_BYTES`` reached), or the thread is stuck far behind. The thread reports drops in
 ``gomodel_audit_events_dropped_total`` and in an error log line at most every ``DROP_LOG_SECONDS``.
+
+With a journal (``audit.journal``), ``publish`` first writes the event to it - the one I/O of the request path,
+a ``pwrite`` to the page cache - and each buffered event carries its place in the journal. The buffer is
+handled in order, so once a batch is delivered or spooled the thread checkpoints the journal at the batch's
+last event. The thread also replays the journals of dead processes (at start-up, and every
+``SPOOL_SCAN_SECONDS``), through the same prepare-and-deliver path, spooling what the sink does not take.
 """
 
 from __future__ import annotations
@@ -19,8 +25,9 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from audit import metrics
+from audit import journal_recovery, metrics
 from audit.event import prepare_event
+from audit.journal import Journal, Mark
 from audit.sinks import DeliveryError
 from audit.spool import Spool
 
@@ -56,6 +63,7 @@ class Publisher:
         max_buffer: int,
         store_bodies: bool,
         body_max_bytes: int,
+        journal: Journal | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._sink_factory = sink_factory
@@ -66,8 +74,10 @@ class Publisher:
         self._store_bodies = store_bodies
         self._body_max_bytes = body_max_bytes
         self._clock = clock
+        self._journal = journal
 
-        self._buffer: collections.deque[Any] = collections.deque()
+        # (event, its place in the journal or None), in the journal's order
+        self._buffer: collections.deque[tuple[Any, Mark | None]] = collections.deque()
         self._wake = threading.Event()
         self._start_lock = threading.Lock()
         self._fallback_lock = threading.Lock()
@@ -92,14 +102,19 @@ class Publisher:
         self._next_probe = 0.0
         self._replay_pending = True  # start-up: replay what a previous process left
         self._next_scan = 0.0
-        self.counters = {"published": 0, "delivered": 0, "spooled": 0, "replayed_batches": 0, "dropped": 0}
+        self._recover_pending = journal is not None  # start-up: replay the journals dead processes left
+        self._journal_reported: dict[str, int] = {}
+        self._journal_failing = False
+        self.counters = {"published": 0, "delivered": 0, "spooled": 0, "replayed_batches": 0, "dropped": 0,
+                         "journal_replayed": 0, "journal_torn": 0}
 
     # -- the request path -----------------------------------------------------------------------------
 
     def publish(self, event: Any) -> None:
-        """Hand one event to the publisher; returns at once, does no I/O, never raises for a bad event.
+        """Hand one event to the publisher; returns at once, never raises for a bad event.
 
-        With ``max_buffer`` events already waiting the event is dropped and counted (see the module docstring).
+        Its only I/O is the journal's one write, when there is a journal. With ``max_buffer`` events already
+        waiting the event is dropped (and not journaled) and counted (see the module docstring).
         """
         if not self._started:
             self.start()
@@ -108,7 +123,11 @@ class Publisher:
             with self._drop_lock:
                 self._dropped += 1
             return  # no wake-up: the thread reports drops on its next round (a wake per drop would spin it)
-        buffer.append(event)
+        journal = self._journal
+        if journal is None:
+            buffer.append((event, None))
+        else:
+            journal.append(event, buffer.append)
         if len(buffer) >= self._batch_size and not self._spool_failing:
             # (While the spool fails the thread retries on its own schedule; a wake per publish would spin it.)
             self._wake.set()
@@ -120,6 +139,8 @@ class Publisher:
         with self._start_lock:
             if self._started:
                 return
+            if self._journal is not None:
+                self._journal.start()  # before the first publish, when possible; else the thread retries
             self._thread = threading.Thread(target=self._run, name="audit-publisher", daemon=True)
             self._thread.start()
             self._started = True
@@ -155,11 +176,18 @@ class Publisher:
         while self._buffer and not self._spool_failing:
             self._spool_oldest_batch()
         self._report_drops(final=True)
+        handled = not self._in_hand and not self._buffer
         if self._buffer:
-            log.error("audit: stopping with %d events that neither the sink nor the spool accepted; they are lost",
-                      len(self._buffer))
+            journaled = sum(mark is not None for _, mark in self._buffer)
+            log.error("audit: stopping with %d events that neither the sink nor the spool accepted; %d of them are "
+                      "in the journal, which the next gateway process replays, the rest are lost",
+                      len(self._buffer), journaled)
+        if self._journal is not None:
+            # Everything handed over: the journal has nothing left to keep. Otherwise it stays, locked by nobody,
+            # and the next process replays it (what was delivered meanwhile goes twice, harmlessly).
+            self._journal.close(remove=handled)
         self._spool.close()
-        return finished and not self._in_hand and not self._buffer
+        return finished and handled
 
     def request_flush(self) -> None:
         """Ask the thread to deliver what it has now, without waiting (safe in a signal handler)."""
@@ -171,12 +199,15 @@ class Publisher:
         return self._healthy
 
     def stats(self) -> dict[str, Any]:
+        journal = self._journal
         return {
             **self.counters,
             "dropped": self._dropped,
             "buffered": len(self._buffer),
             "healthy": self._healthy,
             "spool_bytes": self._spool.pending_bytes(),
+            "journal_bytes": journal.retained_bytes if journal is not None else 0,
+            "journal_skipped": sum(journal.stats.skipped.values()) if journal is not None else 0,
         }
 
     # -- the publisher thread -------------------------------------------------------------------------
@@ -190,7 +221,7 @@ class Publisher:
             self._healthy = False
         deadline = self._clock() + self._batch_seconds
         while True:
-            busy = self._replay_pending and self._healthy and not self._stopping
+            busy = ((self._replay_pending and self._healthy) or self._recover_pending) and not self._stopping
             self._wake.wait(0 if busy else max(0.0, deadline - self._clock()))
             self._wake.clear()
             stopping = self._stopping
@@ -200,6 +231,7 @@ class Publisher:
             if on_time:
                 deadline = now + self._batch_seconds
             try:
+                self._maintain_journal()
                 self._deliver_buffer(everything=on_time)
                 if not stopping:
                     self._maybe_probe()
@@ -215,9 +247,9 @@ class Publisher:
             self._sink.close()
         self._stopped.set()
 
-    def _take(self, limit: int) -> list[Any]:
+    def _take(self, limit: int) -> list[tuple[Any, Mark | None]]:
         buffer = self._buffer
-        taken: list[Any] = []
+        taken: list[tuple[Any, Mark | None]] = []
         while len(taken) < limit:
             try:
                 taken.append(buffer.popleft())
@@ -233,12 +265,16 @@ class Publisher:
 
     def _deliver_buffer(self, *, everything: bool) -> None:
         while len(self._buffer) >= self._batch_size or (everything and self._buffer):
-            raw = self._take(self._batch_size)
+            taken = self._take(self._batch_size)
+            handed_over = False
             try:
-                batch = self._prepare(raw)
-                self._deliver(batch)
+                marks = [mark for _, mark in taken]
+                batch = self._prepare([event for event, _ in taken])
+                handed_over = self._deliver(batch, marks)
             finally:
-                self._release(len(raw))
+                self._release(len(taken))
+            if handed_over:
+                self._checkpoint(marks)
             if self._spool_failing:
                 break  # the batch went back to the buffer: try again on the next round, after a probe
 
@@ -255,21 +291,29 @@ class Publisher:
             time.sleep(0)
         return prepared
 
-    def _deliver(self, batch: list[dict[str, Any]]) -> None:
-        if self._healthy and self._sink is not None:
-            try:
-                self._sink.send(batch)
-                self.counters["delivered"] += len(batch)
-                self._spool_failing = False
-                return
-            except DeliveryError as exc:
-                self._mark_unhealthy(exc)
-            except Exception as exc:  # a sink bug must not cost the batch
-                log.exception("audit: the sink failed unexpectedly")
-                self._mark_unhealthy(DeliveryError(str(exc)))
-        self._spool_or_keep(batch)
+    def _deliver(self, batch: list[dict[str, Any]], marks: list[Mark | None]) -> bool:
+        """Deliver ``batch`` or spool it; True when either took it, False when it went back to the buffer."""
+        if self._send(batch):
+            self._spool_failing = False
+            return True
+        return self._spool_or_keep(batch, marks)
 
-    def _spool_or_keep(self, batch: list[dict[str, Any]]) -> None:
+    def _send(self, batch: list[dict[str, Any]]) -> bool:
+        if not (self._healthy and self._sink is not None):
+            return False
+        try:
+            self._sink.send(batch)
+        except DeliveryError as exc:
+            self._mark_unhealthy(exc)
+            return False
+        except Exception as exc:  # a sink bug must not cost the batch
+            log.exception("audit: the sink failed unexpectedly")
+            self._mark_unhealthy(DeliveryError(str(exc)))
+            return False
+        self.counters["delivered"] += len(batch)
+        return True
+
+    def _spool_or_keep(self, batch: list[dict[str, Any]], marks: list[Mark | None]) -> bool:
         """Spool ``batch``; if even the disk refuses, keep it in memory (at the front) to try again."""
         try:
             self._spool.append(batch)
@@ -278,13 +322,14 @@ class Publisher:
                 log.error("audit: cannot write the spool in %s (%s); keeping up to %d events in memory, "
                           "then dropping new ones", self._spool.directory, exc, self._max_buffer)
             self._spool_failing = True
-            self._buffer.extendleft(reversed(batch))
-            return
+            self._buffer.extendleft(reversed(list(zip(batch, marks, strict=True))))
+            return False
         if self._spool_failing:
             log.warning("audit: the spool in %s accepts events again", self._spool.directory)
         self._spool_failing = False
         self.counters["spooled"] += len(batch)
         metrics.SPOOLED.inc(len(batch))
+        return True
 
     def _send_spooled(self, batch: list[Any]) -> bool:
         if self._sink is None:
@@ -322,6 +367,9 @@ class Publisher:
         if now >= self._next_scan:
             self._next_scan = now + SPOOL_SCAN_SECONDS
             self._replay_pending = True
+            self._recover_pending = self._journal is not None
+        if self._recover_pending:
+            self._recover_journal()
         if not (self._healthy and self._replay_pending):
             return
         outcome = self._spool.replay_one(self._send_spooled)
@@ -356,16 +404,77 @@ class Publisher:
                 "by this process so far", unlogged, self._max_buffer, "healthy" if self._healthy else "failing",
                 "failing" if self._spool_failing else "writable", dropped)
 
+    # -- the journal ----------------------------------------------------------------------------------
+
+    def _maintain_journal(self) -> None:
+        """Rotate, reopen or fdatasync the journal, and report its counters (the request path only counts)."""
+        journal = self._journal
+        if journal is None:
+            return
+        journal.maintain()
+        stats = journal.stats
+        new_bytes = stats.bytes_written - self._journal_reported.get("bytes", 0)
+        if new_bytes:
+            metrics.JOURNAL_BYTES.inc(new_bytes)
+            self._journal_reported["bytes"] = stats.bytes_written
+        skipped_now = 0
+        for reason, count in stats.skipped.items():
+            new = count - self._journal_reported.get(reason, 0)
+            if new:
+                metrics.JOURNAL_SKIPPED.labels(reason).inc(new)
+                self._journal_reported[reason] = count
+                skipped_now += new
+        if skipped_now and not self._journal_failing:
+            log.error("audit journal: %d events could not be journaled (%s; last error: %s); they wait in memory "
+                      "only, so a SIGKILL could lose them", skipped_now,
+                      ", ".join(f"{k} {v}" for k, v in stats.skipped.items() if v), journal.last_error)
+        elif not skipped_now and self._journal_failing:
+            log.warning("audit journal: events are journaled again")
+        self._journal_failing = bool(skipped_now)
+
+    def _checkpoint(self, marks: list[Mark | None]) -> None:
+        last = next((mark for mark in reversed(marks) if mark is not None), None)
+        if last is not None and self._journal is not None:
+            self._journal.checkpoint(last)
+
+    def _recover_journal(self) -> None:
+        """Replay one orphaned journal file (of a process that died) through prepare and deliver-or-spool."""
+        journal = self._journal
+        if journal is None:
+            self._recover_pending = False
+            return
+        result = journal_recovery.recover_one(journal.directory, journal.keyring, self._deliver_recovered,
+                                              batch_size=self._batch_size, skip=journal.owns)
+        self.counters["journal_replayed"] += result.replayed
+        self.counters["journal_torn"] += result.torn
+        if result.outcome in ("empty", "failed"):
+            self._recover_pending = False  # nothing left, or nothing takes events now: the next scan tries again
+
+    def _deliver_recovered(self, events: list[Any]) -> bool:
+        batch = self._prepare_events(events)
+        if self._send(batch):
+            return True
+        try:
+            self._spool.append(batch)
+        except OSError:
+            return False
+        self.counters["spooled"] += len(batch)
+        metrics.SPOOLED.inc(len(batch))
+        return True
+
     # -- shutdown's last resort (runs on the caller's thread) -----------------------------------------
 
     def _spool_oldest_batch(self) -> None:
-        """Spool the oldest batch from the calling thread: shutdown's fallback when the thread did not finish."""
+        """Spool the oldest batch from the calling thread: shutdown's fallback when the thread did not finish.
+
+        No checkpoint here: the thread may still hold an older batch; the journal stays for the next process.
+        """
         with self._fallback_lock:
-            raw = self._take(self._batch_size)
+            taken = self._take(self._batch_size)
             try:
-                if raw:
-                    self._spool_or_keep(self._prepare(raw))
+                if taken:
+                    self._spool_or_keep(self._prepare([event for event, _ in taken]), [mark for _, mark in taken])
             finally:
-                self._release(len(raw))
+                self._release(len(taken))
 
 

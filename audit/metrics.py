@@ -19,3 +19,31 @@ SPOOLED = Counter(
 )
 # Exposed as 0 from the start, so that an alert on any increase works before the first drop.
 DROPPED.labels("buffer_full")
+
+# The journal (audit/journal.py): every event written, encrypted, before its answer's last bytes are sent.
+JOURNAL_BYTES = Counter(
+    "gomodel_audit_journal_bytes_total",
+    "Bytes of encrypted audit events written to this process's journal, the copy that survives a SIGKILL.",
+)
+JOURNAL_SKIPPED = Counter(
+    "gomodel_audit_journal_skipped_total",
+    "Audit events kept in memory only because the journal did not take them (write_failed: the disk refused; "
+    "full: AUDIT_JOURNAL_MAX_BYTES reached; unavailable: no journal file could be opened). A SIGKILL may lose them.",
+    ["reason"],
+)
+JOURNAL_REPLAYED = Counter(
+    "gomodel_audit_journal_replayed_total",
+    "Audit events replayed from the journal of a gateway process that died before delivering or spooling them.",
+)
+JOURNAL_TORN = Counter(
+    "gomodel_audit_journal_torn_records_total",
+    "Journal records skipped on replay: torn by a process killed while writing them (their answer was never "
+    "sent), or damaged.",
+)
+JOURNAL_UNREADABLE = Counter(
+    "gomodel_audit_journal_unreadable_files_total",
+    "Journal files of a dead process that could not be read (sealed under another secret key, or not a journal): "
+    "renamed *.unreadable and not replayed.",
+)
+for _reason in ("write_failed", "full", "unavailable"):
+    JOURNAL_SKIPPED.labels(_reason)

@@ -1,15 +1,20 @@
 """The audit publisher: the request path hands over one event and returns; a thread does the rest.
 
-``publish(event)`` appends to an in-memory deque (thread-safe, no lock, well under a microsecond; see
-bench/micro_publisher.py) and wakes the publisher thread only when a batch is full. The thread:
+``publish(event)`` writes the event, encrypted, to the process's journal (``audit.journal``: one ``pwrite`` to
+the page cache, so that a SIGKILL loses nothing the request path handed over; see bench/micro_journal.py),
+appends it to an in-memory deque and wakes the publisher thread only when a batch is full. The request path
+publishes before the answer's last bytes are sent. The thread:
 
 1. batches events by count (``AUDIT_BATCH_SIZE``) and by time (``AUDIT_FLUSH_INTERVAL``);
-2. validates and redacts each event (``audit.event.prepare_event``) - raw prompts never leave memory;
+2. validates and redacts each event (``audit.event.prepare_event``) - raw prompts never leave the process in clear
+   (the journal holds them encrypted);
 3. delivers each batch through its sink: one Celery task per batch, or, without ``CELERY_BROKER_URL``, an
    insert with the ORM;
 4. when delivery fails, appends the batch to the spool (``audit.spool``) and stops trying the sink until a
    cheap probe succeeds again (backing off from 1 s to 15 s), then replays the spool, oldest file first.
-   It also replays at start-up, so a restarted gateway sends what a crashed one spooled.
+   It also replays at start-up, so a restarted gateway sends what a crashed one spooled;
+5. checkpoints the journal once a batch is delivered or spooled, and replays the journals of dead processes
+   (at start-up, then every 30 s) from their checkpoints (``audit.journal_recovery``).
 
 The buffer is bounded (``AUDIT_BUFFER_MAX_EVENTS``): the thread spools whatever the sink does not take, so
 the buffer fills only when the spool refuses too (disk full, ``AUDIT_SPOOL_MAX_BYTES``); then ``publish`` drops
@@ -34,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from audit.batch_publisher import DEFAULT_SHUTDOWN_SECONDS, Publisher, Sink
+from audit.journal import Journal, Keyring
 from audit.spool import Spool
 
 __all__ = ["Publisher", "Sink", "build_from_settings", "flush", "publish", "shutdown", "start", "stats"]
@@ -74,11 +80,30 @@ def build_from_settings() -> Publisher:
     return Publisher(
         sink_factory=sink_factory,
         spool=Spool(Path(settings.AUDIT_SPOOL_DIR), max_total_bytes=settings.AUDIT_SPOOL_MAX_BYTES),
+        journal=journal_from_settings(),
         batch_size=settings.AUDIT_BATCH_SIZE,
         batch_seconds=settings.AUDIT_FLUSH_INTERVAL,
         max_buffer=getattr(settings, "AUDIT_BUFFER_MAX_EVENTS", 50_000),
         store_bodies=settings.AUDIT_STORE_BODIES,
         body_max_bytes=settings.AUDIT_BODY_MAX_BYTES,
+    )
+
+
+def journal_from_settings() -> Journal | None:
+    """The process's audit journal (``AUDIT_JOURNAL``), sealed under a key derived from ``SECRET_KEY``."""
+    from django.conf import settings
+
+    if not settings.AUDIT_JOURNAL:
+        return None
+    if not settings.SECRET_KEY:
+        log.error("audit: no SECRET_KEY, so no audit journal: a SIGKILL loses the events still in memory")
+        return None
+    return Journal(
+        Path(settings.AUDIT_JOURNAL_DIR),
+        # Sealed under the current key; journals sealed under a fallback (a rotated key) are still read.
+        Keyring([settings.SECRET_KEY, *settings.SECRET_KEY_FALLBACKS]),
+        max_bytes=settings.AUDIT_JOURNAL_MAX_BYTES,
+        fsync=settings.AUDIT_JOURNAL_FSYNC,
     )
 
 

@@ -460,6 +460,11 @@ PRO_ROUTING_WARM_CACHE_TTL = env_duration("PRO_ROUTING_WARM_CACHE_TTL", "10m", m
 # target, and a target with fewer latency samples than this counts as the fastest (docs/adaptive-routing.md).
 PRO_ROUTING_EXPLORATION = env_float("PRO_ROUTING_EXPLORATION", 0.01, minimum=0.0, maximum=0.5)
 PRO_ROUTING_COLD_START_OBSERVATIONS = env_int("PRO_ROUTING_COLD_START_OBSERVATIONS", 5, minimum=0, maximum=1000)
+# Background probes: how often a target cooling for 5xx or network failures, or locked out for 401/403/404, is
+# probed (one prober per process, or per cluster with REDIS_URL; docs/routing-policies.md). 0 switches them off.
+PRO_ROUTING_PROBE_INTERVAL = env_duration("PRO_ROUTING_PROBE_INTERVAL", "15s", minimum=0)
+if 0 < PRO_ROUTING_PROBE_INTERVAL < 0.1:
+    raise ImproperlyConfigured("PRO_ROUTING_PROBE_INTERVAL: must be 0 (off) or at least 100ms")
 
 # --------------------------------------------------------------------------------------------------------
 # Audit
@@ -475,12 +480,21 @@ AUDIT_SPOOL_MAX_BYTES = env_int("AUDIT_SPOOL_MAX_BYTES", 1024 * 1024 * 1024, min
 AUDIT_BATCH_SIZE = env_int("AUDIT_BATCH_SIZE", 200, minimum=1)
 if env_str("AUDIT_BATCH_SECONDS"):
     raise ImproperlyConfigured("AUDIT_BATCH_SECONDS: renamed AUDIT_FLUSH_INTERVAL, a duration such as 500ms")
-# The longest an event waits in memory before the publisher delivers or spools it: a SIGKILL loses at most the
-# events of the last interval plus one delivery (docs/audit.md).
+# The longest an event waits in memory before the publisher delivers or spools it (the journal below keeps a
+# copy on disk meanwhile, so a SIGKILL loses none of them; docs/audit.md).
 AUDIT_FLUSH_INTERVAL = env_duration("AUDIT_FLUSH_INTERVAL", "500ms", minimum=0.01)
 AUDIT_BUFFER_MAX_EVENTS = env_int("AUDIT_BUFFER_MAX_EVENTS", 50_000, minimum=100)
 AUDIT_PUBLISH_TIMEOUT = env_float("AUDIT_PUBLISH_TIMEOUT", 10.0, minimum=0.5)
 AUDIT_INGEST_RETRY_SECONDS = env_float("AUDIT_INGEST_RETRY_SECONDS", 300.0, minimum=10)
+# The audit journal (audit/journal.py): each event is written, encrypted under a key derived from SECRET_KEY, to
+# the process's journal before the client gets the answer's last bytes, so a process killed outright (SIGKILL,
+# OOM) loses no audit event; the next process sharing the directory replays it. Beside the spool by default,
+# so the spool's volume holds both. AUDIT_JOURNAL_MAX_BYTES caps one process's journal (past it, events wait in
+# memory only, counted); AUDIT_JOURNAL_FSYNC adds an fdatasync per publisher round (power loss).
+AUDIT_JOURNAL = env_bool("AUDIT_JOURNAL", True)
+AUDIT_JOURNAL_DIR = Path(env_str("AUDIT_JOURNAL_DIR", str(AUDIT_SPOOL_DIR / "journal")))
+AUDIT_JOURNAL_MAX_BYTES = env_int("AUDIT_JOURNAL_MAX_BYTES", 128 * 1024 * 1024, minimum=1024 * 1024)
+AUDIT_JOURNAL_FSYNC = env_bool("AUDIT_JOURNAL_FSYNC", False)
 
 # Shutdown: on SIGTERM or SIGINT a worker stops accepting, answers 503 on /health/ready, lets the requests in
 # flight finish for at most this long (then cancels them), and flushes the audit (routing/ops/shutdown.py).

@@ -154,79 +154,60 @@ async def stream_response(
 
     async def frames() -> AsyncIterator[bytes]:
         translator = live.translator
-        outcome: AttemptOutcome | None = None
+        outcome: AttemptOutcome | None = None  # a failure; None while the stream goes well
+        interrupted = False  # closed by the handler or cancelled: nothing may be awaited for long any more
+        booking = _StreamBooking(call, journey, record, model, live, rules, health, probe)
+        settle = booking.settle
         try:
             yield b""  # taken by stream_response: the clean-up below is armed from here on
             # The frames of one upstream read go out as one piece: one send to the client per read rather
             # than one per event (an instant provider's whole answer often arrives in a single read).
+            if translator.complete:
+                settle(None)
             yield remember(b"".join(live.first_frames))
             try:
                 feed = translator.feed
                 async for chunk in live.chunks:
                     frames_of_read = feed(chunk)
                     if frames_of_read:
+                        if booking.settled is None and translator.complete:
+                            settle(None)
                         yield remember(b"".join(frames_of_read))
                 last_frames = translator.finish()
+                if translator.complete:
+                    settle(None)
+                elif booking.settled is None:
+                    outcome, message = _incomplete(live)
+                    settle(outcome)
+                    last_frames += translator.error_frames("api_error", message)
                 if last_frames:
                     yield remember(b"".join(last_frames))
-                if not translator.complete:
-                    failure = translator.failure
-                    reason = "stream_cut" if failure is None else "server_error"
-                    message = failure.message if failure else "The upstream stream ended before it was complete."
-                    outcome = AttemptOutcome.failure(ErrorClass.AMBIGUOUS if failure is None else
-                                                     ErrorClass.TRANSIENT, reason,
-                                                     latency_s=time.monotonic() - live.started)
-                    for frame in translator.error_frames("api_error", message):
-                        yield remember(frame)
             except Exception as exc:
-                if isinstance(exc, MalformedResponse):
-                    outcome = AttemptOutcome.failure(ErrorClass.INVALID_RESPONSE, "malformed",
-                                                     latency_s=time.monotonic() - live.started)
-                elif upstream.is_transport_error(exc):
-                    outcome = AttemptOutcome.failure(ErrorClass.AMBIGUOUS, "stream_cut",
-                                                     latency_s=time.monotonic() - live.started)
-                else:
+                outcome = _stream_failure(exc, live)
+                if outcome is None:
                     raise
-                for frame in translator.error_frames("api_error", "The upstream stream failed mid-way."):
-                    yield remember(frame)
+                # After a complete answer the upstream only failed to end its stream cleanly: the client gets
+                # the answer's closing frames, not an error.
+                closing = (_closing_frames(live) if booking.settled is not None
+                           else translator.error_frames("api_error", "The upstream stream failed mid-way."))
+                settle(outcome)
+                if closing:
+                    yield remember(b"".join(closing))
         except (asyncio.CancelledError, GeneratorExit):
+            interrupted = True
             outcome = AttemptOutcome.failure(ErrorClass.AMBIGUOUS, "client_disconnected",
                                              latency_s=time.monotonic() - live.started)
             raise
         finally:
             await live.response.aclose()
-            now = time.monotonic()
-            health.end(now, probe=probe)
-            usage = translator.usage
-            record.usage = usage
-            state.quotas.add_tokens(model.name, usage.total_tokens, now)  # the provider's tpm counts real usage
-            record.cost = model_cost(model, usage)
-            journey.usage, journey.cost = usage, record.cost
-            answer = translator.answer
-            journey.answer = answer
-            if outcome is None:
-                verdict = validate_answer(answer, rules, schema_validator=validate_instance)
-                record.validation = journey.validation = "accepted" if verdict.ok else f"rejected:{verdict.reason}"
-                outcome = AttemptOutcome.success(now - live.started)
-            else:
-                record.action = "gave_up"  # bytes already reached the client: nothing may replace them
-                if outcome.reason != "client_disconnected":
-                    health.record(outcome, now)
-                journey.error_class = str(outcome.error_class)
-                journey.error_message = outcome.reason
-            record.outcome = outcome
-            record.health = health_view(health, now)
-            count_attempt(model.name, outcome)
-            if outcome.ok:
-                _after_success(call, journey)
-            finish(call, journey)
-            if outcome.reason == "client_disconnected":
+            final = settle(outcome)
+            if interrupted:
                 governance.settle_limits_soon(call, journey)  # this task may be cancelled again while it waits
             else:
                 await governance.settle_limits(call, journey)
             if journey.operation_id:
                 # Bytes reached the client: anything short of a complete stream is an unknown outcome.
-                complete = outcome.ok and kept_size[0] < MAX_REPLAY_BYTES
+                complete = final.ok and kept_size[0] < MAX_REPLAY_BYTES
                 blob = stored_answer(b"".join(kept), "text/event-stream", headers) if complete else None
                 await idempotency_store.finish(journey.operation_id, owner=call.request_id,
                                                outcome="completed" if complete else "unknown", answer=blob)
@@ -239,6 +220,83 @@ async def stream_response(
     for name, value in headers.items():
         response[name] = value
     return response
+
+
+class _StreamBooking:
+    """Books a relayed stream's attempt and hands over its audit event, once (``settle``).
+
+    A complete stream is settled before the frames that complete it are sent, so that its audit event is
+    journaled (audit/journal.py) before the client has the whole answer: a gateway killed after that loses no
+    revision of it. Any other stream is settled when it ends, fails or the client goes away."""
+
+    def __init__(self, call: Call, journey: Journey, record: AttemptRecord, model: ModelSpec, live: LiveStream,
+                 rules: ValidationRules, health: TargetHealth, probe: bool) -> None:
+        self.call, self.journey, self.record, self.model = call, journey, record, model
+        self.live, self.rules, self.health, self.probe = live, rules, health, probe
+        self.settled: AttemptOutcome | None = None
+
+    def settle(self, failure: AttemptOutcome | None) -> AttemptOutcome:
+        """The attempt's outcome, booked and audited on the first call: ``failure``, or success when None."""
+        if self.settled is not None:
+            return self.settled
+        call, journey, record, model, health = self.call, self.journey, self.record, self.model, self.health
+        translator = self.live.translator
+        now = time.monotonic()
+        health.end(now, probe=self.probe)
+        usage = translator.usage
+        record.usage = usage
+        state.quotas.add_tokens(model.name, usage.total_tokens, now)  # the provider's tpm counts real usage
+        record.cost = model_cost(model, usage)
+        journey.usage, journey.cost = usage, record.cost
+        answer = translator.answer
+        journey.answer = answer
+        if failure is None:
+            verdict = validate_answer(answer, self.rules, schema_validator=validate_instance)
+            record.validation = journey.validation = "accepted" if verdict.ok else f"rejected:{verdict.reason}"
+            result = AttemptOutcome.success(now - self.live.started)
+        else:
+            result = failure
+            record.action = "gave_up"  # bytes already reached the client: nothing may replace them
+            if failure.reason != "client_disconnected":
+                health.record(failure, now)
+            journey.error_class = str(failure.error_class)
+            journey.error_message = failure.reason
+        record.outcome = result
+        record.health = health_view(health, now)
+        count_attempt(model.name, result)
+        if result.ok:
+            _after_success(call, journey)
+        finish(call, journey)
+        self.settled = result
+        return result
+
+
+def _stream_failure(exc: Exception, live: LiveStream) -> AttemptOutcome | None:
+    """The attempt's outcome for an error while relaying; None for an error that is no stream failure (a bug)."""
+    latency = time.monotonic() - live.started
+    if isinstance(exc, MalformedResponse):
+        return AttemptOutcome.failure(ErrorClass.INVALID_RESPONSE, "malformed", latency_s=latency)
+    if upstream.is_transport_error(exc):
+        return AttemptOutcome.failure(ErrorClass.AMBIGUOUS, "stream_cut", latency_s=latency)
+    return None
+
+
+def _incomplete(live: LiveStream) -> tuple[AttemptOutcome, str]:
+    """The outcome of a stream that ended before it was complete, and the message of its error event."""
+    failure = live.translator.failure
+    latency = time.monotonic() - live.started
+    if failure is None:
+        return (AttemptOutcome.failure(ErrorClass.AMBIGUOUS, "stream_cut", latency_s=latency),
+                "The upstream stream ended before it was complete.")
+    return AttemptOutcome.failure(ErrorClass.TRANSIENT, "server_error", latency_s=latency), failure.message
+
+
+def _closing_frames(live: LiveStream) -> list[bytes]:
+    """The closing frames of a complete answer whose upstream stream then failed (none if they cannot be made)."""
+    try:
+        return live.translator.finish()
+    except MalformedResponse:
+        return []
 
 
 def finish(call: Call, journey: Journey) -> None:
