@@ -132,7 +132,8 @@ CATEGORY_DECISIONS = Labelled(
 SMART_ESCALATIONS = Labelled(
     Counter(
         "gomodel_pro_smartroute_escalations_total",
-        "Requests sent to hard by the session pin or by their own score.",
+        "Requests sent to hard by the session pin or by their own score, or to the other tier because the chosen one "
+        "lacks a capability they need (cause capability).",
         ["alias", "cause"],
     )
 )
