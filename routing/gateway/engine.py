@@ -88,11 +88,15 @@ async def _route(call: Call, journey: Journey) -> HttpResponse | StreamingHttpRe
         route = call.table.tier_routes[target]
         journey.tier = await decide_tier(call, route)
         target, route_contract = journey.tier.target, route_contract or route.contract
-    contract = await request_contract(call, target, route_contract)
-    if journey.tier is not None:  # a tier that cannot serve the request hands it to the other tier
-        route = call.table.tier_routes[journey.tier.alias]
-        contract = await escalate_for_capability(call, route, journey.tier, route_contract, contract)
-        target = journey.tier.target
+    try:
+        contract = await request_contract(call, target, route_contract)
+        if journey.tier is not None:  # a tier that cannot serve the request hands it to the other tier
+            route = call.table.tier_routes[journey.tier.alias]
+            contract = await escalate_for_capability(call, route, journey.tier, route_contract, contract)
+            target = journey.tier.target
+    finally:
+        if journey.tier is not None:  # by the tier used (or chosen, when the request is refused here)
+            metrics.SMART_REQUESTS.labels(journey.tier.alias, journey.tier.tier).inc()
     journey.target_name = target
     journey.contract = contract
 

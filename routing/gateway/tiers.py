@@ -75,5 +75,4 @@ async def decide_tier(call: Call, route: TierRouteSpec) -> TierDecision:
         decision.tier = pin.tier
 
     decision.target = route.hard if decision.tier == "hard" else route.easy
-    metrics.SMART_REQUESTS.labels(alias, decision.tier).inc()
-    return decision
+    return decision  # counted in SMART_REQUESTS by the engine, once capability escalation has had its say

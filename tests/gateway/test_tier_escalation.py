@@ -19,7 +19,7 @@ from routing.gateway.state import GatewayState, state
 from routing.gateway.tiers import TIER_PIN_NAMESPACE
 from routing.simulator import SimulatorServer
 from tests.gateway import support
-from tests.gateway.support import Reply, answer, request, routing_table, run
+from tests.gateway.support import Reply, answer, counted, request, routing_table, run
 
 simulator, sim, fresh_state = support.simulator, support.sim, support.fresh_state
 
@@ -64,6 +64,9 @@ def pin(session: str, alias: str) -> str | None:
 
 def test_an_image_to_a_text_only_easy_tier_lands_on_hard(
         sim: SimulatorServer, table: RoutingTable, audit_events: list[dict[str, Any]]) -> None:
+    metric = "gomodel_pro_smartroute_requests_total"
+    easy, hard = counted(metric, alias="vision", tier="easy"), counted(metric, alias="vision", tier="hard")
+    escalations = counted("gomodel_pro_smartroute_escalations_total", alias="vision", cause="capability")
     reply = send(table, "vision", messages=image_message())
     assert reply.status == 200, reply.body
     assert reply.headers["X-GoModel-Pro-Tier"] == "hard"
@@ -75,6 +78,9 @@ def test_an_image_to_a_text_only_easy_tier_lands_on_hard(
     tier = event["tier"]
     assert (tier["tier"], tier["escalation"], tier["escalated"]) == ("hard", "capability", True)
     assert {"name": "capability", "points": 0, "detail": "text-only lacks image"} in tier["signals"]
+    assert counted(metric, alias="vision", tier="hard") == hard + 1  # counted by the tier used
+    assert counted(metric, alias="vision", tier="easy") == easy
+    assert counted("gomodel_pro_smartroute_escalations_total", alias="vision", cause="capability") == escalations + 1
 
 
 def test_the_escalation_raises_the_session_pin_as_a_hard_verdict_would(
