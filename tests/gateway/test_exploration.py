@@ -122,3 +122,26 @@ def test_the_audit_keeps_the_exploration_and_the_cold_start(
     assert prepared["selection"]["why"].startswith("exploration:")
     views = {c["target"]: c for c in prepared["selection"]["candidates"]}
     assert views["secondary"]["cold_start"] is (views["secondary"]["observations"] < 3)
+
+
+def test_a_target_that_fails_the_contract_is_never_explored(
+        sim: SimulatorServer, fresh_state: GatewayState, audit_events: list[dict[str, Any]]) -> None:
+    base = explore_table(sim, exploration=0.5)
+    mixed = VirtualModelSpec("mixed", "adaptive", (TargetRef("primary"), TargetRef("text-only"), TargetRef("third")),
+                             session_affinity=False)
+    table = RoutingTable.build(version=base.version, providers=list(base.providers.values()),
+                               models=list(base.models.values()), virtual_models=[*base.virtual_models.values(), mixed],
+                               settings=base.settings)
+    image = [{"role": "user", "content": [{"type": "text", "text": "what is this?"},
+                                          {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBO"}}]}]
+
+    async def serve_images() -> None:
+        for _ in range(REQUESTS):
+            reply = await answer(request(table, "mixed", messages=image))
+            assert reply.status == 200, reply.body
+
+    run(serve_images())
+    assert {event["target"] for event in audit_events} <= {"primary", "third"}
+    assert any(event["selection"]["explored"] for event in audit_events)
+    assert all(("text-only", "modality:image") in [(s["target"], s["reason"]) for s in e["selection"]["skipped"]]
+               for e in audit_events)
