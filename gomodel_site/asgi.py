@@ -29,6 +29,7 @@ from gomodel_site.static_files import static_files_app, static_prefix  # noqa: E
 from routing.api.django_handler import BoundedASGIHandler, ProxyASGIHandler  # noqa: E402
 from routing.api.relay_handler import RelayHandler  # noqa: E402
 from routing.config.runtime import current_table  # noqa: E402
+from routing.gateway import prober  # noqa: E402
 from routing.gateway.state import state as gateway_state  # noqa: E402
 from routing.ops.shutdown import drain, start_serving, stop_gateway  # noqa: E402
 from routing.ops.startup import start_gateway  # noqa: E402
@@ -64,9 +65,13 @@ async def _lifespan(receive, send):  # type: ignore[no-untyped-def]
             # task that shares cooldowns, lockouts and provider-limit counts (routing/gateway/shared_sync.py),
             # and reads the verdicts still in force (its first poll) while the server starts accepting.
             gateway_state.follow(current_table())
+            # The background prober of cooling and locked-out targets (with REDIS_URL, one process of the
+            # cluster probes: the holder of a lease; routing/gateway/prober.py).
+            prober.start(gateway_state)
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
             await stop_gateway()
+            await prober.stop()  # before the shared health stops: its last reports still go out
             await gateway_state.stop_sharing()
             await send({"type": "lifespan.shutdown.complete"})
             return

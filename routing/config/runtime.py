@@ -78,6 +78,7 @@ def compile_settings(row: m.RoutingSettings | None) -> RoutingSettings:
         warm_cache_ttl_s=float(pick(row.warm_cache_ttl_seconds, settings.PRO_ROUTING_WARM_CACHE_TTL)),
         exploration=float(pick(row.exploration, settings.PRO_ROUTING_EXPLORATION)),
         cold_start_observations=int(pick(row.cold_start_observations, settings.PRO_ROUTING_COLD_START_OBSERVATIONS)),
+        probe_interval_s=float(pick(row.probe_interval_seconds, settings.PRO_ROUTING_PROBE_INTERVAL)),
     )
 
 
@@ -126,6 +127,7 @@ def compile_table(version: int) -> RoutingTable:
                 ca_bundle=provider.ca_bundle,
                 client_cert=provider.client_cert,
                 client_key=provider.client_key,
+                probe=provider.probe,
             )
         )
     enabled_providers = {p.name for p in providers}

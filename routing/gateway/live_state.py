@@ -50,8 +50,19 @@ def target_rows(source: str) -> list[dict[str, object]]:
             # The process whose verdict this cooldown is; empty when it is this process's own (or none).
             "verdict_from": (health.shared_origin or "") if until is not None else "",
             "provider_minute": _minute(quota, now),
+            "last_probe": _last_probe(target.name),
         })
     return rows
+
+
+def _last_probe(target: str) -> str:
+    """The target's last background probe known here: when, its result and what it did (empty: none)."""
+    last = state.probes.get(target)
+    if last is None:
+        return ""
+    when = datetime.fromtimestamp(last.at_unix, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    by = f", by another process ({last.origin})" if last.origin else ""
+    return f"{when}: {last.result} ({last.effect}{by})"
 
 
 def _minute(quota: TargetQuota | None, now: float) -> str:
@@ -86,18 +97,19 @@ def render_live_state(source: str) -> SafeString:
     body = format_html_join(
         "",
         "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
-        "<td>{}</td></tr>",
+        "<td>{}</td><td>{}</td></tr>",
         ((r["target"], r["configured_weight"], r["live_weight"], r["status"],
           "-" if r["latency_ms"] is None else f"{r['latency_ms']} ms", r["in_flight"], r["cooldown_until"] or "-",
           r["last_error"] or "-",
           f"another process ({r['verdict_from']})" if r["verdict_from"] else "this process" if r["cooldown_until"]
           else "-",
-          r["provider_minute"] or "-") for r in rows),
+          r["provider_minute"] or "-", r["last_probe"] or "-") for r in rows),
     )
     return format_html(
         "{}<table><thead><tr><th>target</th><th>weight</th><th>live weight</th><th>status</th>"
         "<th>latency estimate</th><th>in flight</th><th>cooldown until</th><th>last error</th>"
-        "<th>cooldown verdict from</th><th>provider limits, last minute</th></tr></thead>"
+        "<th>cooldown verdict from</th><th>provider limits, last minute</th><th>last background probe</th></tr>"
+        "</thead>"
         "<tbody>{}</tbody></table>",
         header, body,
     )

@@ -13,6 +13,11 @@ What is shared, and how:
 * **Provider rpm/tpm counts.** Each round reports what this process counted since the last round and reads
   every process's window totals back, one round trip for all limited targets; between rounds the check is
   ``shared totals + own unreported counts``, with no Redis call on the request path.
+* **Background probes** (``routing.gateway.prober``, one process of the cluster). A probe that ends a cooldown
+  early is written as a ``close`` with the reason ``background_probe``; the other processes close too, even while
+  their own cooldown runs, unless a 429 holds it there or a newer failure arrived (``TargetHealth.
+  adopt_probe_close``). Each probe's result is written as a ``probe`` entry, so every process's admin page shows
+  the last probe of a target whichever process sent it.
 * **Not shared:** latency estimates, attempts in flight, probe slots: each process measures its own.
 
 Redis away: nothing on the request path changes (it never called Redis for these). The round fails, the
@@ -43,6 +48,7 @@ from routing.clients.shared_state_store import (
     SharedStateStore,
 )
 from routing.core.health import BreakerClosed, CooldownStarted, HealthChange, HealthRegistry
+from routing.core.probes import LastProbe, ProbeReported
 from routing.core.provider_limits import QuotaRegistry
 from routing.ops import metrics
 
@@ -52,6 +58,7 @@ _UNAVAILABLE = (RedisUnavailable, RedisReplyError, OSError)
 INTERVAL_S = 0.2
 MAX_OUTBOX = 1000
 LOOK_BACK_SLACK_S = 5.0  # a new process also reads verdicts this much older than the longest cooldown
+BACKGROUND_PROBE = "background_probe"  # the reason of a close by a background probe (it may shorten a cooldown)
 
 
 def process_origin() -> str:
@@ -72,6 +79,7 @@ class SharedSync:
         interval_s: float = INTERVAL_S,
         origin: str | None = None,
         clock: Callable[[], float] = time.monotonic,
+        probes: dict[str, LastProbe] | None = None,
     ) -> None:
         self.store = store
         self.health = health
@@ -80,7 +88,8 @@ class SharedSync:
         self.interval_s = interval_s
         self._known = known
         self._clock = clock
-        self._outbox: deque[HealthChange] = deque(maxlen=MAX_OUTBOX)
+        self._outbox: deque[HealthChange | ProbeReported] = deque(maxlen=MAX_OUTBOX)
+        self.probes = probes if probes is not None else {}  # the last probe of each target, from any process
         self._after: str | None = None  # the last stream id read
         self._offset_s: float | None = None  # Redis's clock minus this process's monotonic clock
         self.redis_up: bool | None = None  # None until the first round
@@ -145,11 +154,15 @@ class SharedSync:
         self._mark_up()
         return True
 
-    def _on_change(self, change: HealthChange) -> None:
+    def _on_change(self, change: HealthChange | ProbeReported) -> None:
         """The listener of every target's health: hand the change on, never wait (runs on the request path)."""
         self._outbox.append(change)
         if self._wake is not None:
             self._wake.set()
+
+    def report_probe(self, report: ProbeReported) -> None:
+        """Tell the other processes a background probe's result (for their admin pages)."""
+        self._on_change(report)
 
     async def _publish(self) -> None:
         if not self._outbox:
@@ -166,15 +179,18 @@ class SharedSync:
         for verdict in verdicts:
             metrics.SHARED_HEALTH_PUBLISHED.labels(verdict.event).inc()
 
-    def _verdict(self, change: HealthChange, now: float) -> OutgoingVerdict | None:
+    def _verdict(self, change: HealthChange | ProbeReported, now: float) -> OutgoingVerdict | None:
         if isinstance(change, CooldownStarted):
             remaining_ms = round((change.until - now) * 1000)
             if remaining_ms <= 0:  # over while it waited (an outage): nothing left to share
                 return None
             return OutgoingVerdict(self.origin, change.target, "open", change.reason, remaining_ms, change.level)
         if isinstance(change, BreakerClosed):
-            return OutgoingVerdict(self.origin, change.target, "close", "probe_succeeded",
+            return OutgoingVerdict(self.origin, change.target, "close",
+                                   BACKGROUND_PROBE if change.early else "probe_succeeded",
                                    max(0, round((now - change.probe_started) * 1000)), 0)
+        if isinstance(change, ProbeReported):
+            return OutgoingVerdict(self.origin, change.target, "probe", f"{change.result}:{change.effect}", 0, 0)
         return None
 
     async def _receive(self) -> None:
@@ -190,10 +206,16 @@ class SharedSync:
 
     def apply(self, entry: HealthEntry, now: float) -> bool:
         """Apply another process's verdict to this process's health; True when it changed anything."""
+        if entry.event == "probe":
+            result, _, effect = entry.reason.partition(":")
+            self.probes[entry.target] = LastProbe(time.time() - entry.age_ms / 1000, result, effect, entry.origin)
+            return False
         health = self.health.get(entry.target)
         if entry.event == "open":
             until = now + (entry.duration_ms - entry.age_ms) / 1000
             adopted = health.adopt_cooldown(until, now, reason=entry.reason, origin=entry.origin)
+        elif entry.event == "close" and entry.reason == BACKGROUND_PROBE:
+            adopted = health.adopt_probe_close(now - (entry.age_ms + entry.duration_ms) / 1000, now)
         elif entry.event == "close":
             adopted = health.adopt_close(now - (entry.age_ms + entry.duration_ms) / 1000, now)
         else:

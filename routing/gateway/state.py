@@ -20,6 +20,7 @@ from routing.clients.limit_store import LimitStore, make_limit_store
 from routing.clients.pin_store import PinStore, make_pin_store
 from routing.clients.shared_state_store import DEFAULT_PREFIX, SharedStateStore
 from routing.core.health import HealthConfig, HealthRegistry
+from routing.core.probes import LastProbe
 from routing.core.provider_limits import ProviderLimits, QuotaRegistry
 from routing.core.retry import RetryBudget, RetryPolicy
 from routing.core.selector import RoundRobinState, SelectorConfig
@@ -50,6 +51,9 @@ class GatewayState:
     quotas: QuotaRegistry = field(default_factory=QuotaRegistry)  # provider rpm/tpm per target
     shared: SharedSync | None = None  # the shared health and provider limits task, when REDIS_URL is set
     _models: frozenset[str] = frozenset()  # the concrete models of the table followed
+    # The last background probe of each target (routing.gateway.prober), this process's or, with REDIS_URL,
+    # the prober's of the cluster: for the admin's live state.
+    probes: dict[str, LastProbe] = field(default_factory=dict)
 
     @property
     def pins(self) -> PinStore:
@@ -97,6 +101,8 @@ class GatewayState:
         self.quotas.configure({m.name: ProviderLimits(m.rpm, m.tpm) for m in table.models.values() if m.rpm or m.tpm})
         for gone in set(self.round_robin) - set(table.virtual_models):
             del self.round_robin[gone]
+        for gone in set(self.probes) - set(table.models):
+            del self.probes[gone]
         if settings.REDIS_URL:
             self.start_sharing(settings.REDIS_URL)
 
@@ -112,7 +118,7 @@ class GatewayState:
             return None
         if self.shared is None:
             store = SharedStateStore(redis_url, prefix=prefix)
-            self.shared = SharedSync(store, self.health, self.quotas, known=self.known_model)
+            self.shared = SharedSync(store, self.health, self.quotas, known=self.known_model, probes=self.probes)
         self.shared.start()
         return self.shared
 
@@ -130,6 +136,7 @@ class GatewayState:
         """Forget everything learned (tests, and the admin's reset action)."""
         self.health.reset()
         self.quotas.reset()
+        self.probes.clear()
         self.round_robin.clear()
         self.warm = TtlLruStore(MAX_WARM_SESSIONS)
         self.retry_budget = RetryBudget(ratio=settings.GOMODEL_RETRY_BUDGET)

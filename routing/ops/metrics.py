@@ -208,6 +208,16 @@ SHARED_STATE_UP = Gauge(
     "1 while every worker reaches Redis for shared health and provider limits, 0 while one does not.",
     multiprocess_mode="livemin",
 )
+# Background probes of cooling and locked-out targets (routing/gateway/prober.py).
+PROBES = Labelled(
+    Counter("gomodel_probes_total", "Background probes by target and result (passed, or the failure's reason).",
+            ["target", "result"])
+)
+PROBER_ACTIVE = Gauge(
+    "gomodel_prober_active",
+    "1 in the process that probes cooling targets (with REDIS_URL: the holder of the cluster's lease), else 0.",
+    multiprocess_mode="livesum",
+)
 TARGET_LIMIT_SKIPS = Labelled(
     Counter(
         "gomodel_target_limit_skips_total",

@@ -17,8 +17,9 @@ from routing.simulator.asgi_io import BodyTooLarge, Connection, Receive, Scope, 
 from routing.simulator.config import SimulatorConfig, load_config
 from routing.simulator.control import ControlEndpoints
 from routing.simulator.exchange import JSON_HEADER, Exchange, admit, answer, refuse
+from routing.simulator.model_calls import answer_models
 from routing.simulator.recorder import auth_summary, masked_headers, masked_query
-from routing.simulator.routes import CONTROL, GENERATE, HEALTH, MODELS, OPENAI, Route, match_route
+from routing.simulator.routes import CONTROL, GENERATE, HEALTH, MODEL, MODELS, OPENAI, Route, match_route
 from routing.simulator.state import SimulatorState
 from routing.simulator.wire.base import UNKNOWN_PATH, Problem, RenderContext
 
@@ -91,9 +92,9 @@ class SimulatorApp:
                 await self._generate(conn, route, headers, query)
             elif route.action == CONTROL:
                 await self._control.handle(conn, method, path, query)
-            elif route.action == MODELS:
-                listed = [(name, behaviour.context_window) for name, behaviour in self.state.config.models.items()]
-                await conn.respond(200, [JSON_HEADER], route.wire.render_models(listed))
+            elif route.action in (MODELS, MODEL):
+                await answer_models(conn, self.state, route.wire, headers, query,
+                                    route.model if route.action == MODEL else None)
             elif route.action == HEALTH:
                 await conn.respond(200, [JSON_HEADER], b'{"status":"ok"}')
             else:

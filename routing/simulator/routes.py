@@ -13,6 +13,7 @@ path                                                    method     served as
 ``.../models``                                          GET        model list: Gemini under v1beta,
                                                                    Anthropic with ``anthropic-version``,
                                                                    else OpenAI
+``/{v1beta|v1}/models/{model}``                         GET        one model, the same way (model_calls)
 ======================================================  =========  ==================================
 """
 
@@ -29,6 +30,7 @@ from routing.simulator.wire.openai import OpenAIWire
 
 GENERATE = "generate"
 MODELS = "models"
+MODEL = "model"  # one model's lookup
 HEALTH = "health"
 CONTROL = "control"
 UNKNOWN = "unknown"
@@ -40,6 +42,7 @@ GEMINI = GeminiWire(sse=True)
 GEMINI_ARRAY = GeminiWire(sse=False)
 
 _AZURE_PATH = re.compile(r"^/openai/deployments/([^/]+)/chat/completions$")
+_MODEL_PATH = re.compile(r"^(?:/[^:]*)?/(v1beta|v1|v1alpha)/models/([^/:]+)$")
 _GEMINI_PATH = re.compile(
     r"^(?:/[^:]*)?/(?:v1beta|v1|v1alpha)/models/([^/:]+):(generateContent|streamGenerateContent)$"
 )
@@ -65,6 +68,10 @@ def match_route(method: str, path: str, *, query: str, anthropic_version: bool) 
             if "/v1beta/" in path:
                 return Route(MODELS, GEMINI)
             return Route(MODELS, ANTHROPIC if anthropic_version else OPENAI)
+        one = _MODEL_PATH.match(path)
+        if one:
+            wire = GEMINI if one.group(1) == "v1beta" else ANTHROPIC if anthropic_version else OPENAI
+            return Route(MODEL, wire, model=one.group(2))
         return Route(UNKNOWN)
     if method != "POST":
         return Route(UNKNOWN)
