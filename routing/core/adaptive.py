@@ -91,7 +91,7 @@ def adaptive_weights(
         static = candidate.price_weights[exponent]
         if latency is None or static is None or health.observations < cold_start:
             deferred.append(len(weights))
-            append(0.0)
+            append(-1.0)  # weighed by _weigh_unknowns once the fastest and dearest are known
             continue
         append(static / (latency if latency > MIN_LATENCY_S else MIN_LATENCY_S))
     if deferred:
@@ -112,24 +112,32 @@ def _weigh_unknowns(
     candidates: Sequence[Candidate], weights: list[float], deferred: list[int], exponent: int, cold_start: int
 ) -> None:
     """Weigh available targets never measured or in cold start (as the fastest) or unpriced (as the dearest),
-    in place."""
-    live = [i for i, w in enumerate(weights) if w > 0.0] + deferred
-    latencies = [lat for i in live if (lat := candidates[i].health.latency_estimate_s) is not None]
-    prices = [price for i in live if (price := candidates[i].price) is not None]
-    fastest = max(min(latencies), MIN_LATENCY_S) if latencies else 1.0
-    dearest = max(max(prices), MIN_PRICE) if prices else None
+    in place; ``weights`` holds -1.0 at the ``deferred`` indexes. One flat pass: this runs on every pick while
+    any target is in cold start."""
+    fastest: float | None = None
+    dearest: float | None = None
+    for index, candidate in enumerate(candidates):
+        if weights[index] == 0.0:  # not available
+            continue
+        latency = candidate.health.latency_estimate_s
+        if latency is not None and (fastest is None or latency < fastest):
+            fastest = latency
+        price = candidate.price
+        if price is not None and (dearest is None or price > dearest):
+            dearest = price
+    fastest = 1.0 if fastest is None else max(fastest, MIN_LATENCY_S)
     for index in deferred:
         candidate = candidates[index]
         health = candidate.health
         latency = health.latency_estimate_s
-        if latency is None or health.observations < cold_start:
-            latency = fastest
-        weight = candidate.weight / max(latency, MIN_LATENCY_S)
-        price = candidate.price if candidate.price is not None else dearest
-        if exponent and price is not None:  # no available target priced at all: price plays no part
-            price = max(price, MIN_PRICE)
-            weight /= price if exponent == 1 else price * price
-        weights[index] = weight
+        latency = fastest if latency is None or health.observations < cold_start else max(latency, MIN_LATENCY_S)
+        static = candidate.price_weights[exponent]
+        if static is None:  # unpriced; when no available target is priced at all, price plays no part
+            static = candidate.weight
+            if exponent and dearest is not None:
+                price = max(dearest, MIN_PRICE)
+                static /= price if exponent == 1 else price * price
+        weights[index] = static / latency
 
 
 def _power_of_two_choices(candidates: Sequence[Candidate], weights: list[float], rng: random.Random) -> tuple[int, str]:
