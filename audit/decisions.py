@@ -96,8 +96,8 @@ def _reasons(text: str) -> list[tuple[str, str]]:
 def policy_view(rev: AuditRevision) -> PolicyView | None:
     """The routing policy decision, or None when the request had no policy."""
     detail: dict[str, Any] = rev.policy_detail if isinstance(rev.policy_detail, dict) else {}
-    if not (rev.policy or detail):
-        return None
+    if not (rev.policy or detail.get("selected") or detail.get("policy")):
+        return None  # rows stored before the event kept an empty policy empty hold a decision of empty names
     raw_steps = detail.get("steps") if isinstance(detail.get("steps"), list) else []
     steps = [
         PolicyStep(from_policy=str(s.get("from") or ""), to_policy=str(s.get("to") or ""),

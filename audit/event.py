@@ -206,8 +206,11 @@ def _limit(value: Any) -> str:
 
 
 def _policy(value: Any) -> dict[str, Any]:
-    """The routing policy decision (routing.gateway.records.PolicyDecision.as_event); {} without a policy."""
-    if not isinstance(value, dict):
+    """The routing policy decision (routing.gateway.records.PolicyDecision.as_event); {} without a policy.
+
+    An empty object stays empty: the worker prepares what the publisher prepared, and a request without a
+    policy must not come out of the second pass with a decision of empty names."""
+    if not isinstance(value, dict) or not value:
         return {}
     steps = [{"from": _str(s.get("from"), 200), "to": _str(s.get("to"), 200),
               "virtual_model": _str(s.get("virtual_model"), 200), "reason": _str(s.get("reason"), 200)}

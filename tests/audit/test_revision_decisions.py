@@ -104,8 +104,11 @@ def ingest(request_id: str, **overrides: Any) -> None:
 
 @pytest.mark.django_db
 def test_a_plain_request_shows_none_of_the_decision_sections(auditor: Client) -> None:
+    # A decision of empty names is what a request without a policy came out as when the worker prepared it again.
+    empty_policy = {"selected": "", "source": "", "policy": "", "strategy": "", "steps": [], "applied_to": [],
+                    "unmet": ""}
     AuditRevision.objects.create(request_id="plain", created_at=dt.datetime.now(dt.UTC), requested_model="gpt-5",
-                                 target="openai/gpt-5", status=200, cost_usd=0.01)
+                                 target="openai/gpt-5", status=200, cost_usd=0.01, policy_detail=empty_policy)
     page = page_of(auditor, "plain")
     for name in SECTIONS:
         assert f'id="{name}"' not in page, name
