@@ -397,6 +397,18 @@ class ContractAdmin(VersionedAdmin):
 LIMIT_FIELDS = ("rpm", "tpm", "max_concurrency", "budget_usd", "budget_period")
 
 
+class LimitsForm(forms.ModelForm):
+    """A key's or team's form: the budget period may be left out (a form posted without it means month)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if "budget_period" in self.fields:
+            self.fields["budget_period"].required = False
+
+    def clean_budget_period(self) -> str:
+        return str(self.cleaned_data.get("budget_period") or "month")
+
+
 def _limits_summary(obj: m.Team | m.GatewayKey) -> str:
     parts = [f"{obj.rpm} rpm" if obj.rpm else "", f"{obj.tpm} tpm" if obj.tpm else "",
              f"{obj.max_concurrency} at once" if obj.max_concurrency else "",
@@ -419,6 +431,7 @@ def _usage(scope_kind: str, obj: m.Team | m.GatewayKey) -> str:
 
 @admin.register(m.Team)
 class TeamAdmin(VersionedAdmin):
+    form = LimitsForm
     list_display = ("name", "limits", "allowed", "updated_at")
     search_fields = ("name",)
     readonly_fields = ("usage",)
@@ -439,6 +452,7 @@ class TeamAdmin(VersionedAdmin):
 
 @admin.register(m.GatewayKey)
 class GatewayKeyAdmin(VersionedAdmin):
+    form = LimitsForm
     list_display = ("name", "prefix", "team", "allowed", "limits", "expires_at", "revoked", "created_at")
     list_filter = ("revoked", "team")
     search_fields = ("name", "prefix")
