@@ -40,6 +40,7 @@ from routing.providers import required_capabilities
 
 CAPABILITY = "capability"
 _TEXT_ONLY = frozenset({"text"})
+_KEEP = {tier: CapabilityVerdict(tier, False, {}) for tier in ("easy", "hard")}  # immutable by convention
 
 
 async def capable_route(call: Call, route: TierRouteSpec, tier: str, route_contract: str | None,
@@ -49,14 +50,14 @@ async def capable_route(call: Call, route: TierRouteSpec, tier: str, route_contr
     Changes nothing (``/v1/routing/explain`` uses it as it is); raises the 400 when no tier can serve.
     """
     needs = required_capabilities(call.inbound, call.body)
+    if not needs and contract.modalities <= _TEXT_ONLY and not contract.needs_tools and not contract.schemas:
+        return _KEEP[tier], contract  # most requests: plain text, which every model takes
     wanted = wanted_capabilities(contract, needs)
-    if wanted <= _TEXT_ONLY:  # most requests: every model can take text
-        return CapabilityVerdict(tier, False, {}), contract
     table = call.table
     targets = {"easy": route.easy, "hard": route.hard}
     gaps: dict[str, tuple[str, ...] | None] = {tier: capability_gap(table.leaf_models(targets[tier]), wanted)}
     if gaps[tier] is None:
-        return CapabilityVerdict(tier, False, {}), contract
+        return _KEEP[tier], contract
     other = other_tier(tier)
     other_contract = await request_contract(call, targets[other], route_contract)
     gaps[other] = capability_gap(table.leaf_models(targets[other]), wanted_capabilities(other_contract, needs))
