@@ -154,9 +154,8 @@ class Bench:
     def phase_reference(self) -> None:
         """The bare ASGI relay under the same server, workers and load: the floor and the machine's noise.
 
-        Once with bare aiohttp (the library under the gateway's client, ``routing.clients.http``) and once with
-        httpx2, the general-purpose client the gateway once used on the hot path, so the report shows what the
-        client alone costs."""
+        Once with the gateway's own HTTP client (``routing.clients.http1``) and once with httpx2, the general-purpose
+        client it replaced on the hot path, so the report shows what the client alone costs."""
         for route, client in RELAY_CLIENTS.items():
             env = {**self.gateway_env, "BENCH_RELAY_UPSTREAM": self.simulator_url, "BENCH_RELAY_CLIENT": client,
                    "PYTHONPATH": os.pathsep.join([str(services.BENCH_DIR), str(services.REPO)])}

@@ -16,7 +16,7 @@ from urllib.parse import parse_qsl, unquote, urlparse
 
 from django.core.exceptions import ImproperlyConfigured
 
-from routing.clients.http.proxy import parse_proxy_url
+from routing.clients.http1.proxy import parse_proxy_url
 from routing.clients.redis_url import parse_redis_url
 from routing.core.durations import parse_duration
 from routing.core.key_references import parse_allow_list

@@ -42,10 +42,10 @@ SLOW_STREAM_MODEL = "slowstream"
 
 # Which model name a row sends, by route.
 ROUTES = ("direct", "concrete", "alias")
-# "relay-aiohttp", "relay-httpx2": the bare ASGI relay (harness/relay_app.py) in the gateway's place, with bare
-# aiohttp (the library under the gateway's client) or with httpx2, sending the direct model name.
-RELAY_CLIENTS = {"relay-aiohttp": "aiohttp", "relay-httpx2": "httpx2"}
-ROUTE_LABELS = {"direct": "direct", "concrete": "gateway", "alias": "gw tier+adaptive",
+# "relay", "relay-httpx2": the bare ASGI relay (harness/relay_app.py) in the gateway's place, with the
+# gateway's HTTP client or with httpx2, sending the direct model name.
+RELAY_CLIENTS = {"relay": "http1", "relay-aiohttp": "aiohttp", "relay-httpx2": "httpx2"}
+ROUTE_LABELS = {"direct": "direct", "concrete": "gateway", "alias": "gw tier+adaptive", "relay": "bare relay http1",
                 "relay-aiohttp": "bare relay aiohttp", "relay-httpx2": "bare relay httpx2"}
 
 

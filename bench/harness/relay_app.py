@@ -2,9 +2,9 @@
 
 It does what any proxy must and nothing more: read the body, POST it to the upstream named by
 ``BENCH_RELAY_UPSTREAM``, and pass the answer back, chunk by chunk for a stream. No Django, no routing, no
-audit, no metrics. ``BENCH_RELAY_CLIENT`` picks the HTTP client: ``aiohttp`` (the library under the gateway's
-provider client, ``routing.clients.http``, here bare: no slots, caps or deadlines) or ``httpx2`` (the
-general-purpose client the gateway once used on the hot path). Measured under
+audit, no metrics. ``BENCH_RELAY_CLIENT`` picks the HTTP client: ``http1`` (the gateway's own,
+``routing.clients.http1``), ``aiohttp`` (the kept library it would move to if it were as cheap) or ``httpx2`` (the
+general-purpose client it replaced on the hot path). Measured under
 the same load as the gateway, it tells how much of the gateway's CPU per request any Python relay with that
 client on this machine would spend anyway (the server, the client, the event loop), and how noisy the
 machine is at the time of the run.
@@ -21,43 +21,20 @@ import httpx2
 import yarl
 
 UPSTREAM = os.environ.get("BENCH_RELAY_UPSTREAM", "http://127.0.0.1:18001") + "/v1/chat/completions"
-CLIENT = os.environ.get("BENCH_RELAY_CLIENT", "aiohttp")
+CLIENT = os.environ.get("BENCH_RELAY_CLIENT", "http1")
 HEADERS = {"content-type": "application/json", "authorization": "Bearer sk"}
 _client: Any = None
-# BENCH_RELAY_GC=stats: record each garbage collection's generation and pause, written as JSON lines to
-# $TMPDIR/relay-gc-<client>-<pid>.json (how the p99 tail was explained, bench/README.md); freeze: gc.freeze() once warm.
-GC_MODE = os.environ.get("BENCH_RELAY_GC", "")
-_pauses: list[tuple[int, float]] = []
 
 
-def _install_gc_stats() -> None:
-    import gc
-    import time
+async def _post_http1(body: bytes) -> tuple[int, str, AsyncIterator[bytes], Any]:
+    global _client
+    if _client is None:
+        from routing.clients.http1 import Pool
 
-    started = [0.0]
-
-    def callback(phase: str, info: dict[str, int]) -> None:
-        if phase == "start":
-            started[0] = time.perf_counter()
-        else:
-            _pauses.append((info["generation"], time.perf_counter() - started[0]))
-            if len(_pauses) % 500 == 0:  # also without a clean shutdown
-                _write_gc_stats()
-
-    gc.callbacks.append(callback)
-
-
-def _write_gc_stats() -> None:
-    import json
-    import tempfile
-
-    path = os.path.join(tempfile.gettempdir(), f"relay-gc-{CLIENT}-{os.getpid()}.json")
-    with open(path, "w") as out:
-        json.dump({"pid": os.getpid(), "client": CLIENT, "pauses": _pauses}, out)
-
-
-if GC_MODE == "stats":
-    _install_gc_stats()
+        _client = Pool(max_connections=1000, max_idle_per_origin=1000, keepalive_expiry=30.0)
+    response = await _client.request("POST", UPSTREAM, HEADERS, body, timeout=60.0, connect_timeout=5.0)
+    content_type = response.header_dict().get("content-type", "application/json")
+    return response.status_code, content_type, response, response.aclose
 
 
 async def _post_httpx2(body: bytes) -> tuple[int, str, AsyncIterator[bytes], Any]:
@@ -91,7 +68,7 @@ async def _post_aiohttp(body: bytes) -> tuple[int, str, AsyncIterator[bytes], An
     return response.status, content_type, response.content.iter_any(), close
 
 
-_post = {"aiohttp": _post_aiohttp, "httpx2": _post_httpx2}[CLIENT]
+_post = {"http1": _post_http1, "aiohttp": _post_aiohttp, "httpx2": _post_httpx2}[CLIENT]
 
 
 async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -99,8 +76,6 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         while True:
             message = await receive()
             kind = message["type"].rsplit(".", 1)[-1]
-            if kind == "shutdown" and GC_MODE == "stats":
-                _write_gc_stats()
             await send({"type": f"lifespan.{kind}.complete"})
             if kind == "shutdown":
                 return

@@ -3,7 +3,7 @@
 A provider's ``proxy`` is empty (the environment's ``HTTPS_PROXY`` / ``HTTP_PROXY`` / ``NO_PROXY`` decide),
 ``direct`` (never a proxy), or an ``http://host:port`` proxy of its own (``NO_PROXY`` does not apply to it).
 Its TLS files (a CA bundle, a client certificate and key) make a TLS context of its own; without them the
-client's default context is used (the system trust store, which honours ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``).
+pool's default context is used (the system trust store, which honours ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``).
 
 TLS files are read by ``prepare``, which the configuration runtime calls in its own thread whenever it
 compiles a new routing table, so the request path never reads a file and a rotated certificate is picked
@@ -17,10 +17,11 @@ from collections.abc import Iterable
 
 from django.conf import settings
 
-from routing.clients.http.failures import TransportFailure
-from routing.clients.http.proxy import DIRECT_SETTING, Proxy, ProxyEnvironment, parse_proxy_url, split_no_proxy
-from routing.clients.http.route import DIRECT, Origin, Route, parse_target
-from routing.clients.http.tls import TLSFiles, client_context
+from routing.clients.http1 import TransportFailure
+from routing.clients.http1.dial import DIRECT, Route
+from routing.clients.http1.pool import Origin, parse_target
+from routing.clients.http1.proxy import DIRECT_SETTING, Proxy, ProxyEnvironment, parse_proxy_url, split_no_proxy
+from routing.clients.http1.tls import TLSFiles, client_context
 from routing.core.table import ProviderSpec
 
 _MAX_ROUTES = 4096
@@ -107,7 +108,7 @@ class Egress:
             if isinstance(context, ValueError):
                 problems.append(f"provider {provider.name}: {context}")
         self._contexts = contexts
-        self._routes = {}  # new contexts: routes (and so kept-alive connections) use them from now on
+        self._routes = {}  # new contexts: routes (and so pooled connections) use them from now on
         return problems
 
 

@@ -1,9 +1,9 @@
-"""The one place the gateway talks HTTP to providers: a keep-alive client per worker process.
+"""The one place the gateway talks HTTP to providers: a keep-alive pool per worker process.
 
-The client is ``routing.clients.http``: aiohttp (its C parser, its connection pool, happy eyeballs) with the
-gateway's own connection slots per provider, response caps, deadlines and failure kinds around it. Transport
-failures are reported as the ``ExceptionKind`` words of ``routing.core.error_classifier`` so the policy, not
-this module, decides what they mean; ``routing/clients/http/failure_mapping.py`` maps aiohttp's exceptions::
+The client is ``routing.clients.http1`` (an asyncio protocol per connection with httptools' parser), chosen for
+the hot path: measured as a bare relay under granian it costs a fraction of a general-purpose client's
+CPU per request (``bench/README.md``). Transport failures are reported as the ``ExceptionKind`` words of
+``routing.core.error_classifier`` so the policy, not this module, decides what they mean::
 
     TransportFailure.kind
     ├── connect, connect_timeout   -> "connect", "connect_timeout"   nothing reached the provider
@@ -27,11 +27,12 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from routing.clients.egress import egress
-from routing.clients.http import Client, TransportFailure, UpstreamResponse
+from routing.clients.http1 import Pool, TransportFailure, UpstreamResponse
 from routing.core.error_classifier import ExceptionKind
 from routing.core.table import ProviderSpec
 
 KEEPALIVE_EXPIRY_S = 30.0
+MAX_IDLE_PER_PROVIDER = 200
 # The headers a provider key travels in (OpenAI's bearer token, Azure, Anthropic, Gemini, Azure API Management).
 KEY_HEADERS = frozenset({"authorization", "proxy-authorization", "api-key", "x-api-key", "x-goog-api-key",
                          "ocp-apim-subscription-key"})
@@ -60,31 +61,30 @@ class UpstreamRequest:
 
 
 class UpstreamPool:
-    """Lazily creates the client inside the running event loop (tests run several loops in one process)."""
+    """Lazily creates the pool inside the running event loop (tests run several loops in one process)."""
 
     def __init__(self) -> None:
-        self._client: Client | None = None
+        self._pool: Pool | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
-    def get(self) -> Client:
+    def get(self) -> Pool:
         loop = asyncio.get_running_loop()
-        if self._client is None or self._loop is not loop:
-            if self._client is not None:
-                self._client.forget()
-            self._client = Client(
+        if self._pool is None or self._loop is not loop:
+            self._pool = Pool(
                 max_connections=settings.GOMODEL_UPSTREAM_MAX_CONNECTIONS,
+                max_idle_per_origin=min(MAX_IDLE_PER_PROVIDER, settings.GOMODEL_UPSTREAM_MAX_CONNECTIONS),
                 keepalive_expiry=KEEPALIVE_EXPIRY_S,
                 max_connections_per_origin=settings.GOMODEL_UPSTREAM_MAX_CONNECTIONS_PER_ORIGIN,
                 max_response_bytes=settings.GOMODEL_UPSTREAM_MAX_RESPONSE_BYTES,
                 max_decoded_bytes=settings.GOMODEL_UPSTREAM_MAX_DECOMPRESSED_BYTES,
             )
             self._loop = loop
-        return self._client
+        return self._pool
 
     async def aclose(self) -> None:
-        if self._client is not None:
-            client, self._client = self._client, None
-            await client.aclose()
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
 
 
 pool = UpstreamPool()

@@ -13,7 +13,7 @@ from pathlib import PurePath
 from urllib.parse import urlsplit
 
 from routing.clients.egress import check_proxy_setting
-from routing.clients.http.tls import TLSFiles, client_context
+from routing.clients.http1.tls import TLSFiles, client_context
 
 TLS_FIELDS = ("ca_bundle", "client_cert", "client_key")
 EGRESS_FIELDS = ("proxy", *TLS_FIELDS)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from routing.clients import upstream
-from routing.clients.http import UpstreamResponse
+from routing.clients.http1 import UpstreamResponse
 from routing.core.answer import Answer, Usage, cost_usd
 from routing.core.error_classifier import classify_exception, classify_http_error
 from routing.core.outcome import AttemptOutcome, ErrorClass

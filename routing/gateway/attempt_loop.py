@@ -18,7 +18,7 @@ from typing import NoReturn
 
 from django.http import HttpResponse, StreamingHttpResponse
 
-from routing.clients.http import PoolExhausted
+from routing.clients.http1 import PoolExhausted
 from routing.config.answer_checks import resolve_validator
 from routing.core.contracts import EffectiveContract
 from routing.core.deadline import AttemptAllowance, Deadline

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 
 from routing.clients import upstream
-from routing.clients.http import PoolExhausted
+from routing.clients.http1 import PoolExhausted
 from routing.core.answer import Usage
 from routing.core.error_classifier import classify_exception, classify_http_error
 from routing.core.outcome import AttemptOutcome, ErrorClass

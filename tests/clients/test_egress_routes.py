@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 from routing.clients.egress import Egress
-from routing.clients.http import TransportFailure
-from routing.clients.http.proxy import Proxy
+from routing.clients.http1 import TransportFailure
+from routing.clients.http1.proxy import Proxy
 from routing.core.table import ProviderSpec
 
-PEM = Path(__file__).resolve().parent / "http"
+PEM = Path(__file__).resolve().parent / "http1"
 CERT, KEY = str(PEM / "localhost-cert.pem"), str(PEM / "localhost-key.pem")
 ROOT = Path(__file__).resolve().parents[2]
 HTTPS = "https://api.openai.com/v1/chat/completions"

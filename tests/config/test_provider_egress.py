@@ -14,7 +14,7 @@ from routing.config.versioning import current_version
 
 pytestmark = pytest.mark.django_db
 
-PEM = Path(__file__).resolve().parents[1] / "clients" / "http"
+PEM = Path(__file__).resolve().parents[1] / "clients" / "http1"
 CERT, KEY = str(PEM / "localhost-cert.pem"), str(PEM / "localhost-key.pem")
 
 

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from routing.simulator.server import SimulatorServer
-from tests.clients.http.egress_servers import ConnectProxy, PrivateCA, TLSForwarder, server_context
+from tests.clients.http1.egress_servers import ConnectProxy, PrivateCA, TLSForwarder, server_context
 from tests.e2e.conftest import SIM_KEY, fresh_database
 from tests.gateway_process import Gateway, run_gateway
 

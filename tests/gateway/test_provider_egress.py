@@ -15,7 +15,7 @@ from routing.clients import egress as egress_module
 from routing.clients import upstream
 from routing.core.table import ModelSpec, ProviderSpec, RoutingTable, Secret
 from routing.simulator import SimulatorServer
-from tests.clients.http.egress_servers import ConnectProxy, PrivateCA, TLSForwarder, server_context
+from tests.clients.http1.egress_servers import ConnectProxy, PrivateCA, TLSForwarder, server_context
 from tests.gateway import support
 from tests.gateway.support import answer, request, run
 

@@ -19,7 +19,7 @@ import pytest
 from django.http import StreamingHttpResponse
 
 from routing.clients import upstream
-from routing.clients.http import UpstreamResponse
+from routing.clients.http1 import UpstreamResponse
 from routing.core.contracts import effective_contract
 from routing.core.features import extract_features
 from routing.core.requirements import requirements_from_features
@@ -28,7 +28,7 @@ from routing.gateway import engine
 from routing.gateway.attempt import AttemptSpec, run_json_attempt, start_stream_attempt
 from routing.gateway.attempt_loop import validation_rules
 from routing.gateway.state import GatewayState, state
-from tests.clients.http.scripted import Server, read_request
+from tests.clients.http1.scripted import Server, read_request
 from tests.gateway.support import answer, counted, eventually, request, run
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
@@ -104,7 +104,7 @@ def writes(*parts: bytes) -> Handler:
 def read_up_to(response_count: int, body_bytes: int) -> Callable[[list[UpstreamResponse]], bool]:
     """The attempt holds ``response_count`` responses and has taken ``body_bytes`` of the last one's body."""
     return lambda seen: len(seen) == response_count and (
-        body_bytes == 0 or seen[-1].received >= body_bytes)
+        body_bytes == 0 or (seen[-1].received >= body_bytes and not seen[-1].chunks))
 
 
 @pytest.mark.parametrize(("stream", "parts", "reached"), [
@@ -182,11 +182,11 @@ def test_a_request_cancelled_while_waiting_for_a_connection_slot_opens_none(sett
             holding = asyncio.create_task(run_json_attempt(attempt_spec(table, stream=False)))
             await eventually(lambda: server.connections == 1, what="the first request's connection")
             waiting = asyncio.create_task(start_stream_attempt(attempt_spec(table, stream=True)))
-            await eventually(lambda: upstream.pool.get().slots.waiting() == 1, what="the second request waiting")
+            await eventually(lambda: len(upstream.pool.get()._waiters) == 1, what="the second request waiting")
             waiting.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await waiting
-            assert not upstream.pool.get().slots.waiting()
+            assert not upstream.pool.get()._waiters
             holding.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await holding

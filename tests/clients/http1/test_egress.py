@@ -16,14 +16,13 @@ from typing import Any
 
 import pytest
 import uvloop
-from aiohttp.abc import AbstractResolver, ResolveResult
 
-from routing.clients.http import TransportFailure
-from routing.clients.http.proxy import parse_proxy_url
-from routing.clients.http.route import Route
-from routing.clients.http.tls import TLSFiles, client_context
-from tests.clients.http.egress_servers import ConnectProxy, Issued, PrivateCA, server_context
-from tests.clients.http.scripted import OK_HEAD, Server, answer_each, make_client, read_request
+from routing.clients.http1 import Pool, TransportFailure
+from routing.clients.http1.dial import Address, Route, interleave
+from routing.clients.http1.proxy import parse_proxy_url
+from routing.clients.http1.tls import TLSFiles, client_context
+from tests.clients.http1.egress_servers import ConnectProxy, Issued, PrivateCA, server_context
+from tests.clients.http1.scripted import OK_HEAD, Server, answer_each, make_pool, read_request
 
 OK = OK_HEAD + b"content-length: 2\r\n\r\nok"
 
@@ -84,40 +83,40 @@ def test_a_provider_behind_a_private_ca_is_trusted_through_its_ca_bundle_only(
     async def scenario() -> None:
         async with TLSServer(answer_ok, server_context(provider_cert)) as server:
             url = f"https://localhost:{server.port}/v1/x"
-            client = make_client()
+            pool = make_pool()
             try:
                 with pytest.raises(TransportFailure, match="not trusted") as failure:
-                    await client.request("POST", url, {}, b"", timeout=5, connect_timeout=2)  # the system store
+                    await pool.request("POST", url, {}, b"", timeout=5, connect_timeout=2)  # the system store
                 assert failure.value.kind == "connect"
-                response = await client.request("POST", url, {}, b"", timeout=5, connect_timeout=2, route=trusting(ca))
+                response = await pool.request("POST", url, {}, b"", timeout=5, connect_timeout=2, route=trusting(ca))
                 assert await response.aread() == b"ok"
             finally:
-                await client.aclose()
+                pool.close()
 
     run(scenario)
 
 
 def test_a_provider_requiring_a_client_certificate_gets_the_configured_one(
         run: Any, ca: PrivateCA, provider_cert: Issued) -> None:
-    certificate = ca.issue("gateway-client", client=True)
+    client = ca.issue("gateway-client", client=True)
 
     async def scenario() -> None:
         async with TLSServer(answer_ok, server_context(provider_cert, client_ca=ca.cert)) as server:
             url = f"https://localhost:{server.port}/v1/x"
-            client = make_client()
+            pool = make_pool()
             async def without_a_client_certificate() -> None:
-                response = await client.request("POST", url, {}, b"", timeout=5, connect_timeout=2, route=trusting(ca))
+                response = await pool.request("POST", url, {}, b"", timeout=5, connect_timeout=2, route=trusting(ca))
                 await response.aread()
 
             try:
                 with pytest.raises(TransportFailure):  # refused in the handshake, or at the first read (TLS 1.3)
                     await without_a_client_certificate()
-                route = trusting(ca, client_cert=str(certificate.cert), client_key=str(certificate.key))
-                response = await client.request("POST", url, {}, b"", timeout=5, connect_timeout=2, route=route)
+                route = trusting(ca, client_cert=str(client.cert), client_key=str(client.key))
+                response = await pool.request("POST", url, {}, b"", timeout=5, connect_timeout=2, route=route)
                 assert await response.aread() == b"ok"
                 assert server.client_names[-1] == "gateway-client"
             finally:
-                await client.aclose()
+                pool.close()
 
     run(scenario)
 
@@ -125,14 +124,14 @@ def test_a_provider_requiring_a_client_certificate_gets_the_configured_one(
 def test_alpn_offers_http_1_1_to_a_server_that_prefers_h2(run: Any, ca: PrivateCA, provider_cert: Issued) -> None:
     async def scenario() -> None:
         async with TLSServer(answer_ok, server_context(provider_cert, alpn=["h2", "http/1.1"])) as server:
-            client = make_client()
+            pool = make_pool()
             try:
-                response = await client.request("POST", f"https://localhost:{server.port}/v1/x", {}, b"", timeout=5,
+                response = await pool.request("POST", f"https://localhost:{server.port}/v1/x", {}, b"", timeout=5,
                                               connect_timeout=2, route=trusting(ca))
                 assert await response.aread() == b"ok"
                 assert server.alpn == ["http/1.1"]
             finally:
-                await client.aclose()
+                pool.close()
 
     run(scenario)
 
@@ -144,16 +143,16 @@ def test_https_goes_through_a_connect_tunnel_and_the_tunnel_is_kept_alive(
             with ConnectProxy(hosts={"provider.test": "127.0.0.1"}) as proxy:
                 proxy_url = proxy.url.replace("http://", "http://egress:s3cret@")
                 route = Route(proxy=parse_proxy_url(proxy_url), tls=trusting(ca).tls)
-                client = make_client()
+                pool = make_pool()
                 try:
                     for _ in range(2):  # provider.test resolves only at the proxy: the tunnel is the way there
-                        response = await client.request("POST", f"https://provider.test:{server.port}/v1/x", {}, b"",
+                        response = await pool.request("POST", f"https://provider.test:{server.port}/v1/x", {}, b"",
                                                       timeout=5, connect_timeout=2, route=route)
                         assert await response.aread() == b"ok"
                     assert proxy.tunnels == [f"provider.test:{server.port}"]
                     assert proxy.authorizations == ["Basic ZWdyZXNzOnMzY3JldA=="]  # egress:s3cret
                 finally:
-                    await client.aclose()
+                    pool.close()
 
     run(scenario)
 
@@ -171,16 +170,16 @@ def test_http_goes_to_an_http_proxy_in_absolute_form(run: Any) -> None:
         async with Server(handler) as server:
             with ConnectProxy(hosts={"plain.test": "127.0.0.1"}) as proxy:
                 route = Route(proxy=parse_proxy_url(proxy.url.replace("http://", "http://egress:pw@")))
-                client = make_client()
+                pool = make_pool()
                 try:
-                    response = await client.request("POST", f"http://plain.test:{server.port}/v1/x?y=1", {}, b"",
+                    response = await pool.request("POST", f"http://plain.test:{server.port}/v1/x?y=1", {}, b"",
                                                   timeout=5, connect_timeout=2, route=route)
                     assert await response.aread() == b"ok"
                     assert proxy.forwarded == [f"POST http://plain.test:{server.port}/v1/x?y=1 HTTP/1.1"]
                     assert proxy.authorizations == ["Basic ZWdyZXNzOnB3"]
-                    assert f"host: plain.test:{server.port}".encode() in seen[0].lower()
+                    assert f"host: plain.test:{server.port}".encode() in seen[0]
                 finally:
-                    await client.aclose()
+                    pool.close()
 
     run(scenario)
 
@@ -189,10 +188,10 @@ def test_a_proxy_refusing_the_tunnel_is_a_connect_failure_naming_the_proxy_and_n
     async def scenario() -> None:
         with ConnectProxy(refuse_with=b"403 Forbidden") as proxy:
             route = Route(proxy=parse_proxy_url(proxy.url.replace("http://", "http://egress:s3cret@")))
-            client = make_client()
+            pool = make_pool()
             try:
                 with pytest.raises(TransportFailure) as failure:
-                    await client.request("POST", "https://provider.test/v1/x", {}, b"", timeout=5, connect_timeout=2,
+                    await pool.request("POST", "https://provider.test/v1/x", {}, b"", timeout=5, connect_timeout=2,
                                        route=route)
                 assert failure.value.kind == "connect"
                 message = str(failure.value)
@@ -200,73 +199,60 @@ def test_a_proxy_refusing_the_tunnel_is_a_connect_failure_naming_the_proxy_and_n
                 assert "403 Forbidden" in message
                 assert "s3cret" not in message
                 assert "egress" not in message
-                assert client.slots.in_use == 0
+                assert pool.open_connections == 0
             finally:
-                await client.aclose()
+                pool.close()
 
     run(scenario)
 
 
-@pytest.fixture(params=[socket.AF_INET6, socket.AF_INET], ids=["IPv6 ::1 drops", "IPv4 127.0.0.2 drops"])
-def blackhole_and_server(request: pytest.FixtureRequest) -> Iterator[tuple[socket.socket, int, ResolveResult]]:
-    """An address that drops every connection attempt (its accept queue is full), and 127.0.0.1 on the same port,
-    free for a server. Returns the listening socket of 127.0.0.1, the port, and the dropping address."""
-    family = request.param
-    host = "::1" if family == socket.AF_INET6 else "127.0.0.2"
+@pytest.fixture
+def blackhole_and_server() -> Iterator[tuple[socket.socket, int]]:
+    """127.0.0.2:PORT drops every connection attempt (its accept queue is full); 127.0.0.1:PORT is free for a
+    server. Returns the listening socket of 127.0.0.1 and the shared port."""
     good = socket.socket()
     good.bind(("127.0.0.1", 0))
     port = good.getsockname()[1]
-    dropping = socket.socket(family)
-    dropping.bind((host, port))
+    dropping = socket.socket()
+    dropping.bind(("127.0.0.2", port))
     dropping.listen(0)
-    filler = socket.create_connection((host, port), timeout=2)  # fills the queue: later SYNs are dropped
+    filler = socket.create_connection(("127.0.0.2", port), timeout=2)  # fills the queue: later SYNs are dropped
     try:
-        yield good, port, address(host, port, family)
+        yield good, port
     finally:
         filler.close()
         dropping.close()
         good.close()
 
 
-def address(host: str, port: int, family: int) -> ResolveResult:
-    return {"hostname": "dual.test", "host": host, "port": port, "family": family, "proto": 0,
-            "flags": socket.AI_NUMERICHOST}
-
-
-class DualStack(AbstractResolver):
-    """``dual.test``: the dropping address first (as a resolver answers AAAA before A), then 127.0.0.1."""
-
-    def __init__(self, first: ResolveResult) -> None:
-        self.first = first
-
-    async def resolve(self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
-                      ) -> list[ResolveResult]:
-        assert host == "dual.test"
-        return [self.first, address("127.0.0.1", port, socket.AF_INET)]
-
-    async def close(self) -> None:
-        return None
-
-
 def test_an_address_that_drops_packets_costs_a_moment_not_the_connect_timeout(
-        run: Any, blackhole_and_server: tuple[socket.socket, int, ResolveResult]) -> None:
-    good, port, dropping = blackhole_and_server
+        run: Any, blackhole_and_server: tuple[socket.socket, int]) -> None:
+    good, port = blackhole_and_server
+
+    async def resolve(host: str, resolved_port: int) -> list[Address]:
+        assert host == "dual.test"
+        return [(socket.AF_INET, ("127.0.0.2", resolved_port)), (socket.AF_INET, ("127.0.0.1", resolved_port))]
 
     async def scenario() -> None:
         good.listen(8)
-        async with Server(answer_ok, sock=good) as server:
-            client = make_client(resolver=DualStack(dropping))
+        async with Server(answer_ok, sock=good):
+            pool = Pool(max_connections=4, max_idle_per_origin=4, keepalive_expiry=30, resolver=resolve)
             try:
-                # With no second attempt after the happy-eyeballs delay, the first address alone would take the
-                # whole connect timeout and fail the request.
-                response = await client.request("POST", f"http://dual.test:{port}/v1/x", {}, b"", timeout=5,
-                                                connect_timeout=2)
+                response = await pool.request("POST", f"http://dual.test:{port}/v1/x", {}, b"", timeout=5,
+                                              connect_timeout=2)  # the first address alone would take all of it
                 assert await response.aread() == b"ok"
-                assert server.connections == 1
             finally:
-                await client.aclose()
+                pool.close()
 
     run(scenario)
+
+
+def test_address_families_are_interleaved_starting_with_the_first_answer() -> None:
+    v6 = [(socket.AF_INET6, (f"::{i}", 443, 0, 0)) for i in (1, 2)]
+    v4 = [(socket.AF_INET, (f"10.0.0.{i}", 443)) for i in (1, 2, 3)]
+    mixed = interleave([*v6, *v4])
+    assert [address[1][0] for address in mixed] == ["::1", "10.0.0.1", "::2", "10.0.0.2", "10.0.0.3"]
+    assert interleave([]) == []
 
 
 @pytest.mark.parametrize(("files", "words"), [
@@ -294,12 +280,12 @@ def test_the_default_trust_store_is_the_one_ssl_cert_file_names(
 
     async def scenario() -> None:
         async with TLSServer(answer_ok, server_context(provider_cert)) as server:
-            client = make_client()
+            pool = make_pool()
             try:
-                response = await client.request("POST", f"https://localhost:{server.port}/v1/x", {}, b"", timeout=5,
+                response = await pool.request("POST", f"https://localhost:{server.port}/v1/x", {}, b"", timeout=5,
                                               connect_timeout=2)
                 assert await response.aread() == b"ok"
             finally:
-                await client.aclose()
+                pool.close()
 
     run(scenario)

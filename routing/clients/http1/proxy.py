@@ -9,9 +9,6 @@ become a ``Proxy-Authorization: Basic`` header and never appear in a message or 
 ``NO_PROXY`` is a comma-separated list of host names (a name also covers its subdomains; a leading ``.`` or
 ``*.`` is the same), IP addresses, CIDR ranges, each optionally with ``:port``, or ``*`` for everything.
 Loopback origins (``localhost``, 127.0.0.0/8, ::1) never go through an environment proxy, as in Go.
-
-aiohttp's own ``trust_env`` is not used: it reads the environment on every request in a worker thread and its
-``NO_PROXY`` (urllib's) knows no CIDR ranges or ports; here the settings are read once and decided per origin.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from routing.clients.http import Client, UpstreamResponse
+from routing.clients.http1 import Pool, UpstreamResponse
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 OK_HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
@@ -36,27 +36,21 @@ async def answer_each(reader: asyncio.StreamReader, writer: asyncio.StreamWriter
         await writer.drain()
 
 
-def make_client(**options: Any) -> Client:
-    defaults: dict[str, Any] = {"max_connections": 10, "keepalive_expiry": 30.0}
-    return Client(**{**defaults, **options})
+def make_pool(**options: Any) -> Pool:
+    defaults: dict[str, Any] = {"max_connections": 10, "max_idle_per_origin": 10, "keepalive_expiry": 30.0}
+    return Pool(**{**defaults, **options})
 
 
 class Server:
-    """A loopback server running ``handler`` per connection; counts connections and notices their end.
+    """A loopback server running ``handler`` per connection; counts connections and notices their end."""
 
-    With ``close_after=True`` the server closes a connection once its handler returns; otherwise it waits for
-    the client to close it.
-    """
-
-    def __init__(self, handler: Handler, *, sock: socket.socket | None = None, close_after: bool = False) -> None:
+    def __init__(self, handler: Handler, *, sock: socket.socket | None = None) -> None:
         self.handler = handler
         self.sock = sock  # a listening socket to serve on, instead of a new one on 127.0.0.1
-        self.close_after = close_after
         self.connections = 0
         self.open = 0  # connections whose client has not closed them yet
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
-        self._tasks: set[asyncio.Task[None]] = set()
 
     async def __aenter__(self) -> Server:
         if self.sock is not None:
@@ -70,8 +64,6 @@ class Server:
         self._server.close()
         for writer in self._writers:  # a connection the client leaked must not hold the test up
             writer.transport.abort()
-        for task in self._tasks:
-            task.cancel()
         await self._server.wait_closed()
 
     @property
@@ -84,44 +76,49 @@ class Server:
         return f"http://127.0.0.1:{self.port}/v1/chat/completions?x=1"
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._tasks.add(task)
         self.connections += 1
         self.open += 1
         self._writers.add(writer)
         try:
             await self.handler(reader, writer)
-            if not self.close_after:
-                await reader.read()  # until the client closes its end
-        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
+            await reader.read()  # until the client closes its end
+        except (asyncio.IncompleteReadError, ConnectionError):
             pass
         finally:
             self.open -= 1
             self._writers.discard(writer)
-            self._tasks.discard(task)
             writer.close()
 
 
-def run(scenario: Callable[[Server, Client], Awaitable[None]], handler: Handler, **client_options: Any) -> None:
-    """Start a server with ``handler`` for every connection (closed once the handler returns), and run
-    ``scenario(server, client)`` against it."""
+def run(scenario: Callable[[str, Pool], Awaitable[None]], handler: Handler, **pool_options: Any) -> None:
+    """Start a server with ``handler`` for every connection, and run ``scenario(url, pool)`` against it."""
+
+    async def closing(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await handler(reader, writer)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
 
     async def main() -> None:
-        async with Server(handler, close_after=True) as server:
-            client = make_client(**client_options)
-            try:
-                await scenario(server, client)
-            finally:
-                await client.aclose()
+        server = await asyncio.start_server(closing, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        pool = make_pool(**pool_options)
+        try:
+            await scenario(f"http://127.0.0.1:{port}/v1/chat/completions?x=1", pool)
+        finally:
+            pool.close()
+            server.close()
+            await server.wait_closed()
 
     asyncio.run(main())
 
 
-async def post(client: Client, url: str, body: bytes = b'{"a":1}', timeout: float = 5.0,
+async def post(pool: Pool, url: str, body: bytes = b'{"a":1}', timeout: float = 5.0,
                idle_timeout: float | None = None, **headers: str) -> UpstreamResponse:
-    return await client.request("POST", url, headers or {"content-type": "application/json"}, body,
-                                timeout=timeout, connect_timeout=2.0, idle_timeout=idle_timeout)
+    return await pool.request("POST", url, headers or {"content-type": "application/json"}, body,
+                              timeout=timeout, connect_timeout=2.0, idle_timeout=idle_timeout)
 
 
 async def eventually(condition: Callable[[], bool], *, timeout: float = 5.0, what: str = "the condition") -> None:
@@ -132,8 +129,3 @@ async def eventually(condition: Callable[[], bool], *, timeout: float = 5.0, wha
         if loop.time() > give_up:
             raise AssertionError(f"{what} did not happen within {timeout} s")
         await asyncio.sleep(0.01)
-
-
-async def closed(server: Server) -> None:
-    """Wait until the client has closed every connection to ``server``."""
-    await eventually(lambda: server.open == 0, what="the close of the provider connection")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from routing.clients.http.proxy import Proxy, ProxyEnvironment, parse_proxy_url, split_no_proxy
+from routing.clients.http1.proxy import Proxy, ProxyEnvironment, parse_proxy_url, split_no_proxy
 
 
 def test_a_proxy_url_with_credentials_becomes_a_basic_header_that_no_repr_shows() -> None:

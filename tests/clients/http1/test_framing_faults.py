@@ -11,8 +11,8 @@ import struct
 
 import pytest
 
-from routing.clients.http import Client, TransportFailure
-from tests.clients.http.scripted import OK_HEAD, Server, answer_each, closed, make_client, post, read_request, run
+from routing.clients.http1 import Pool, TransportFailure
+from tests.clients.http1.scripted import OK_HEAD, Server, answer_each, eventually, make_pool, post, read_request, run
 
 
 def reset(writer: asyncio.StreamWriter) -> None:
@@ -38,11 +38,10 @@ def test_it_keeps_a_chunked_trailer_out_of_this_response_and_the_next() -> None:
             await writer.drain()
         await reader.read()
 
-    async def scenario(server: Server, client: Client) -> None:
-        url = server.url
-        first = await post(client, url)
+    async def scenario(url: str, pool: Pool) -> None:
+        first = await post(pool, url)
         assert await first.aread() == b"ok"
-        second = await post(client, url)  # the same connection
+        second = await post(pool, url)  # the same connection
         assert "content-encoding" not in second.header_dict()
         assert "x-trailer" not in second.header_dict()
         assert await second.aread() == b"plain"
@@ -60,9 +59,8 @@ def test_it_fails_a_body_delimited_by_the_close_when_the_connection_is_reset() -
         await asyncio.sleep(0.05)
         reset(writer)
 
-    async def scenario(server: Server, client: Client) -> None:
-        url = server.url
-        response = await post(client, url)
+    async def scenario(url: str, pool: Pool) -> None:
+        response = await post(pool, url)
         with pytest.raises(TransportFailure, match="reset") as failure:
             await response.aread()
         assert failure.value.kind == "connection_lost"
@@ -84,18 +82,21 @@ def test_it_fails_a_truncated_gzip_body(head: bytes, kind: str) -> None:
         await writer.drain()
         writer.close()
 
-    async def scenario(server: Server, client: Client) -> None:
-        url = server.url
-        response = await post(client, url)
+    async def scenario(url: str, pool: Pool) -> None:
+        response = await post(pool, url)
         with pytest.raises(TransportFailure, match="compressed body") as failure:
             await response.aread()
         assert failure.value.kind == kind
-        assert client.slots.in_use == 0
+        await eventually(lambda: pool.open_connections == 0, what="the connection's close")
 
     run(scenario, handler)
 
 
-def test_it_keeps_the_first_response_and_closes_a_connection_with_a_second_response_after_it() -> None:
+@pytest.mark.parametrize("after", [
+    OK_HEAD + b"content-length: 6\r\n\r\nsecond",
+    b"garbage that is not HTTP",
+], ids=["a second response", "garbage"])
+def test_it_keeps_the_first_response_and_closes_a_connection_with_bytes_after_it(after: bytes) -> None:
     served = 0
 
     async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -105,45 +106,22 @@ def test_it_keeps_the_first_response_and_closes_a_connection_with_a_second_respo
             await answer_each(reader, writer, OK_HEAD + b"content-length: 5\r\n\r\nthird")
             return
         await read_request(reader)
-        # One write: one read for the client, a response to a request it never sent after the first.
-        writer.write(OK_HEAD + b"content-length: 5\r\n\r\nfirst" + OK_HEAD + b"content-length: 6\r\n\r\nsecond")
+        writer.write(OK_HEAD + b"content-length: 5\r\n\r\nfirst" + after)  # one write: one read for the client
         await writer.drain()
         await answer_each(reader, writer, OK_HEAD + b"content-length: 6\r\n\r\nsecond")
 
     async def scenario() -> None:
         async with Server(handler) as server:
-            client = make_client()
+            pool = make_pool()
             try:
-                response = await post(client, server.url)
+                response = await post(pool, server.url)
                 assert await response.aread() == b"first"
-                await closed(server)
-                again = await post(client, server.url)
+                await eventually(lambda: server.open == 0, what="the close of the connection")
+                again = await post(pool, server.url)
                 assert await again.aread() == b"third"
                 assert server.connections == 2
             finally:
-                await client.aclose()
-
-    asyncio.run(scenario())
-
-
-def test_it_fails_a_response_followed_by_garbage_and_closes_the_connection() -> None:
-    # aiohttp's parser refuses the whole read: the response is not trusted either (unlike a second response,
-    # which parses), and nothing more is read from a connection that no longer knows where it is.
-    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await read_request(reader)
-        writer.write(OK_HEAD + b"content-length: 5\r\n\r\nfirst" + b"garbage that is not HTTP")
-        await writer.drain()
-
-    async def scenario() -> None:
-        async with Server(handler) as server:
-            client = make_client()
-            try:
-                with pytest.raises(TransportFailure, match="invalid HTTP response") as failure:
-                    await (await post(client, server.url)).aread()
-                assert failure.value.kind == "protocol"
-                await closed(server)
-            finally:
-                await client.aclose()
+                pool.close()
 
     asyncio.run(scenario())
 
@@ -151,23 +129,20 @@ def test_it_fails_a_response_followed_by_garbage_and_closes_the_connection() -> 
 @pytest.mark.parametrize(("head", "words"), [
     (OK_HEAD + b"x-big: " + b"a" * (8 * 1024 * 1024) + b"\r\n", "exceeds"),
     (OK_HEAD + b"x-big: " + b"a" * (70 * 1024) + b"\r\ncontent-length: 2\r\n\r\nok", "exceeds"),
-    (b"HTTP/1.1 200 " + b"O" * (9 * 1024) + b"\r\ncontent-length: 2\r\n\r\nok", "exceeds"),
-    (OK_HEAD + b"".join(b"x-h%d: %s\r\n" % (i, b"v" * 2048) for i in range(60)) + b"content-length: 2\r\n\r\nok",
-     "exceeds"),
     (OK_HEAD + b"".join(b"x-h%d: v\r\n" % i for i in range(101)) + b"content-length: 2\r\n\r\nok", "header lines"),
-], ids=["8 MiB header", "70 KiB header", "9 KiB status line", "120 KiB of headers", "101 headers"])
+], ids=["8 MiB header", "70 KiB header", "101 headers"])
 def test_it_refuses_a_response_head_past_the_limits(head: bytes, words: str) -> None:
     async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await read_request(reader)
         writer.write(head)
         await writer.drain()
+        await asyncio.sleep(5)
 
-    async def scenario(server: Server, client: Client) -> None:
-        url = server.url
+    async def scenario(url: str, pool: Pool) -> None:
         with pytest.raises(TransportFailure, match=words) as failure:
-            await post(client, url)
+            await post(pool, url)
         assert failure.value.kind == "protocol"
-        assert client.slots.in_use == 0
+        assert pool.open_connections == 0
 
     run(scenario, handler)
 
@@ -178,16 +153,15 @@ def test_it_refuses_a_body_past_the_response_cap() -> None:
         writer.write(OK_HEAD + b"content-length: 300000\r\n\r\n" + b"x" * 300_000)
         await writer.drain()
 
-    async def scenario(server: Server, client: Client) -> None:
-        url = server.url
+    async def scenario(url: str, pool: Pool) -> None:
         async def post_and_read() -> None:
-            response = await post(client, url)  # the head and the first of the body may come in one read
+            response = await post(pool, url)  # the head and the first of the body may come in one read
             await response.aread()
 
         with pytest.raises(TransportFailure, match="exceeds 100000 bytes") as failure:
             await post_and_read()
         assert failure.value.kind == "protocol"
-        assert client.slots.in_use == 0
+        await eventually(lambda: pool.open_connections == 0, what="the connection's close")
 
     run(scenario, handler, max_response_bytes=100_000)
 
@@ -200,9 +174,8 @@ def test_it_refuses_a_body_that_inflates_past_the_decompressed_cap() -> None:
         writer.write(OK_HEAD + b"content-encoding: gzip\r\ncontent-length: %d\r\n\r\n" % len(bomb) + bomb)
         await writer.drain()
 
-    async def scenario(server: Server, client: Client) -> None:
-        url = server.url
-        response = await post(client, url)
+    async def scenario(url: str, pool: Pool) -> None:
+        response = await post(pool, url)
         with pytest.raises(TransportFailure, match="decompresses to more than 1048576 bytes") as failure:
             await response.aread()
         assert failure.value.kind == "protocol"
@@ -219,13 +192,12 @@ def test_a_trickled_body_cannot_outlast_the_exchange_timeout() -> None:
             await writer.drain()
             await asyncio.sleep(0.05)
 
-    async def scenario(server: Server, client: Client) -> None:
-        url = server.url
-        response = await post(client, url, timeout=0.5)
+    async def scenario(url: str, pool: Pool) -> None:
+        response = await post(pool, url, timeout=0.5)
         with pytest.raises(TransportFailure, match="deadline") as failure:
             await response.aread()
         assert failure.value.kind == "read_timeout"
-        assert client.slots.in_use == 0
+        assert pool.open_connections == 0
 
     run(scenario, handler)
 
@@ -235,11 +207,10 @@ def test_a_stream_silent_for_longer_than_its_idle_timeout_fails() -> None:
         await read_request(reader)
         writer.write(OK_HEAD + b"transfer-encoding: chunked\r\n\r\n5\r\nfirst\r\n")
         await writer.drain()
-        await reader.read()  # silence until the client hangs up
+        await asyncio.sleep(5)
 
-    async def scenario(server: Server, client: Client) -> None:
-        url = server.url
-        response = await post(client, url, timeout=30, idle_timeout=0.2)
+    async def scenario(url: str, pool: Pool) -> None:
+        response = await post(pool, url, timeout=30, idle_timeout=0.2)
         assert await response.__anext__() == b"first"
         with pytest.raises(TransportFailure, match="nothing for 0.2s") as failure:
             await response.__anext__()

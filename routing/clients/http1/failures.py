@@ -1,4 +1,4 @@
-"""What the provider client raises (aiohttp's own exceptions are mapped onto these by ``failure_mapping``)::
+"""What the provider client raises::
 
     TransportFailure        the exchange with the provider failed below HTTP; ``kind`` says where:
                             connect, connect_timeout, write_timeout, read_timeout, connection_lost, protocol
