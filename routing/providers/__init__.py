@@ -40,6 +40,7 @@ from routing.providers.anthropic_adapter import AnthropicAdapter
 from routing.providers.azure_adapter import AzureOpenAIAdapter
 from routing.providers.base import Adapter, ParsedResponse, UpstreamError, UpstreamRequest, client_wants_usage
 from routing.providers.capabilities import check_capabilities, required_capabilities
+from routing.providers.cohere_adapter import CohereAdapter
 from routing.providers.errors import (
     CapabilityError,
     Inbound,
@@ -58,7 +59,7 @@ from routing.providers.streams import StreamTranslator
 
 _ADAPTERS: dict[str, Adapter] = {
     adapter.kind: adapter
-    for adapter in (OpenAIAdapter(), AzureOpenAIAdapter(), AnthropicAdapter(), GeminiAdapter())
+    for adapter in (OpenAIAdapter(), AzureOpenAIAdapter(), AnthropicAdapter(), GeminiAdapter(), CohereAdapter())
 }
 
 

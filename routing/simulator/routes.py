@@ -8,8 +8,12 @@ path                                                    method     served as
 ``/openai/deployments/{deployment}/chat/completions``   POST       Azure OpenAI
 ``.../chat/completions`` (any prefix)                   POST       OpenAI
 ``.../messages`` (``/v1/messages``, any prefix)         POST       Anthropic
+``.../v2/chat`` (any prefix)                            POST       Cohere Chat v2 (``stream`` in body)
 ``/{v1beta|v1}/models/{model}:generateContent``         POST       Gemini
 ``/{v1beta|v1}/models/{model}:streamGenerateContent``   POST       Gemini stream (``alt=sse``: SSE)
+``/openai/deployments/{deployment}/embeddings``         POST       Azure OpenAI embeddings (embed)
+``.../embeddings`` (any prefix)                         POST       OpenAI embeddings (embed)
+``/{v1beta|v1}/models/{model}:batchEmbedContents``      POST       Gemini embeddings (embed)
 ``.../models``                                          GET        model list: Gemini under v1beta,
                                                                    Anthropic with ``anthropic-version``,
                                                                    else OpenAI
@@ -25,10 +29,12 @@ from dataclasses import dataclass
 from routing.simulator.wire.anthropic import AnthropicWire
 from routing.simulator.wire.azure import AzureWire
 from routing.simulator.wire.base import WireFormat
+from routing.simulator.wire.cohere import CohereWire
 from routing.simulator.wire.gemini import GeminiWire
 from routing.simulator.wire.openai import OpenAIWire
 
 GENERATE = "generate"
+EMBED = "embed"
 MODELS = "models"
 MODEL = "model"  # one model's lookup
 HEALTH = "health"
@@ -40,8 +46,11 @@ AZURE = AzureWire()
 ANTHROPIC = AnthropicWire()
 GEMINI = GeminiWire(sse=True)
 GEMINI_ARRAY = GeminiWire(sse=False)
+COHERE = CohereWire()
 
 _AZURE_PATH = re.compile(r"^/openai/deployments/([^/]+)/chat/completions$")
+_AZURE_EMBED_PATH = re.compile(r"^/openai/deployments/([^/]+)/embeddings$")
+_GEMINI_EMBED_PATH = re.compile(r"^(?:/[^:]*)?/(?:v1beta|v1|v1alpha)/models/([^/:]+):batchEmbedContents$")
 _MODEL_PATH = re.compile(r"^(?:/[^:]*)?/(v1beta|v1|v1alpha)/models/([^/:]+)$")
 _GEMINI_PATH = re.compile(
     r"^(?:/[^:]*)?/(?:v1beta|v1|v1alpha)/models/([^/:]+):(generateContent|streamGenerateContent)$"
@@ -75,6 +84,9 @@ def match_route(method: str, path: str, *, query: str, anthropic_version: bool) 
         return Route(UNKNOWN)
     if method != "POST":
         return Route(UNKNOWN)
+    embed = _embed_route(path)
+    if embed is not None:
+        return embed
     azure = _AZURE_PATH.match(path)
     if azure:
         return Route(GENERATE, AZURE, deployment=azure.group(1))
@@ -82,9 +94,23 @@ def match_route(method: str, path: str, *, query: str, anthropic_version: bool) 
         return Route(GENERATE, OPENAI)
     if path.endswith("/messages"):
         return Route(GENERATE, ANTHROPIC)
+    if path.endswith("/v2/chat"):
+        return Route(GENERATE, COHERE)
     gemini = _GEMINI_PATH.match(path)
     if gemini:
         streaming = gemini.group(2) == "streamGenerateContent"
         wire = GEMINI if "alt=sse" in query or not streaming else GEMINI_ARRAY
         return Route(GENERATE, wire, model=gemini.group(1), stream=streaming)
     return Route(UNKNOWN)
+
+
+def _embed_route(path: str) -> Route | None:
+    azure = _AZURE_EMBED_PATH.match(path)
+    if azure:
+        return Route(EMBED, AZURE, deployment=azure.group(1))
+    gemini = _GEMINI_EMBED_PATH.match(path)
+    if gemini:
+        return Route(EMBED, GEMINI, model=gemini.group(1))
+    if path.endswith("/embeddings"):
+        return Route(EMBED, OPENAI)
+    return None
