@@ -54,12 +54,17 @@ from routing.providers.errors import (
 )
 from routing.providers.gemini_adapter import GeminiAdapter
 from routing.providers.openai_adapter import OpenAIAdapter
+from routing.providers.openai_preset_adapter import OpenAIPresetAdapter
+from routing.providers.openai_presets import PRESETS
 from routing.providers.stream_decoding import StreamFailure
 from routing.providers.streams import StreamTranslator
 
 _ADAPTERS: dict[str, Adapter] = {
     adapter.kind: adapter
-    for adapter in (OpenAIAdapter(), AzureOpenAIAdapter(), AnthropicAdapter(), GeminiAdapter(), CohereAdapter())
+    for adapter in (
+        OpenAIAdapter(), AzureOpenAIAdapter(), AnthropicAdapter(), GeminiAdapter(), CohereAdapter(),
+        *(OpenAIPresetAdapter(preset) for preset in PRESETS.values()),
+    )
 }
 
 
