@@ -275,6 +275,9 @@ class Publisher:
                 self._release(len(taken))
             if handed_over:
                 self._checkpoint(marks)
+            # Also between batches: a thread that is behind may stay in this loop for long, and the journal
+            # must rotate (and, with AUDIT_JOURNAL_FSYNC, sync) meanwhile.
+            self._maintain_journal()
             if self._spool_failing:
                 break  # the batch went back to the buffer: try again on the next round, after a probe
 

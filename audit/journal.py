@@ -70,7 +70,7 @@ CHECKPOINT = struct.Struct("<Q")
 LENGTH = struct.Struct("<I")
 TAG_BYTES = 16
 FILE_GLOB = "journal-*.bin"
-DEFAULT_MAX_BYTES = 128 * 1024 * 1024
+DEFAULT_MAX_BYTES = 256 * 1024 * 1024  # AUDIT_BUFFER_MAX_EVENTS (50,000) events of ~4 kB, with room to spare
 DEFAULT_MAX_FILE_BYTES = 8 * 1024 * 1024
 REOPEN_SECONDS = 5.0  # after a failed open or write, how long the thread waits before it opens a new file
 

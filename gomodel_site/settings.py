@@ -490,10 +490,10 @@ AUDIT_INGEST_RETRY_SECONDS = env_float("AUDIT_INGEST_RETRY_SECONDS", 300.0, mini
 # the process's journal before the client gets the answer's last bytes, so a process killed outright (SIGKILL,
 # OOM) loses no audit event; the next process sharing the directory replays it. Beside the spool by default,
 # so the spool's volume holds both. AUDIT_JOURNAL_MAX_BYTES caps one process's journal (past it, events wait in
-# memory only, counted); AUDIT_JOURNAL_FSYNC adds an fdatasync per publisher round (power loss).
+# memory only, counted); AUDIT_JOURNAL_FSYNC adds an fdatasync per publisher batch and round (power loss).
 AUDIT_JOURNAL = env_bool("AUDIT_JOURNAL", True)
 AUDIT_JOURNAL_DIR = Path(env_str("AUDIT_JOURNAL_DIR", str(AUDIT_SPOOL_DIR / "journal")))
-AUDIT_JOURNAL_MAX_BYTES = env_int("AUDIT_JOURNAL_MAX_BYTES", 128 * 1024 * 1024, minimum=1024 * 1024)
+AUDIT_JOURNAL_MAX_BYTES = env_int("AUDIT_JOURNAL_MAX_BYTES", 256 * 1024 * 1024, minimum=1024 * 1024)
 AUDIT_JOURNAL_FSYNC = env_bool("AUDIT_JOURNAL_FSYNC", False)
 
 # Shutdown: on SIGTERM or SIGINT a worker stops accepting, answers 503 on /health/ready, lets the requests in

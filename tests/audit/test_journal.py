@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -285,6 +286,35 @@ def test_the_publisher_journals_each_event_and_checkpoints_it_once_delivered(tmp
     assert int.from_bytes(path.read_bytes()[32:40], "little") == segment.size  # and so says the file
     assert publisher.shutdown(WAIT)
     assert not path.exists()
+
+
+class SlowSink(RecordingSink):
+    """Takes 20 ms per batch and notes the size of the largest journal file at each one."""
+
+    def __init__(self, journal: Journal) -> None:
+        super().__init__()
+        self.journal = journal
+        self.largest: list[int] = []
+
+    def send(self, batch: list[dict[str, Any]]) -> None:
+        self.largest.append(max((p.stat().st_size for p in self.journal.files()), default=0))
+        time.sleep(0.02)
+        super().send(batch)
+
+
+def test_a_publisher_far_behind_still_rotates_its_journal_between_batches(tmp_path: Path) -> None:
+    journal = Journal(tmp_path / "journal", Keyring([SECRET]), max_file_bytes=4096)
+    sink = SlowSink(journal)
+    publisher = make_publisher(tmp_path / "spool", sink, journal=journal, batch_seconds=60)
+    for i in range(300):  # 1,000 events/s against a sink that takes 500: the thread never catches up
+        publisher.publish(make_event(f"r{i}"))
+        if i % 10 == 9:
+            time.sleep(0.01)
+    assert publisher.flush(WAIT * 4)
+    # ~1.5 kB per event: one file would hold ~450 kB; rotated at each batch, none grows past a few batches.
+    assert max(sink.largest) < 100_000, sink.largest
+    assert len(journal.files()) == 1  # and every file wholly delivered is gone
+    assert publisher.shutdown(WAIT)
 
 
 def test_events_neither_the_sink_nor_the_spool_took_at_shutdown_stay_journaled_for_the_next_process(
