@@ -18,7 +18,8 @@ from django.utils.html import format_html, format_html_join
 from routing import models as m
 from routing.config import graph_check, versioning
 from routing.core.categories import CATEGORIES
-from routing.core.table import CAPABILITIES
+from routing.core.embeddings import embedding_field_problems
+from routing.core.table import CAPABILITIES, ENDPOINTS
 
 
 class VersionedAdmin(admin.ModelAdmin):
@@ -115,6 +116,11 @@ class ProviderModelForm(forms.ModelForm):
         choices=[(c, c) for c in CATEGORIES], widget=forms.CheckboxSelectMultiple, required=False,
         help_text="Content categories the model is good at (capability tags, shown in /v1/models).",
     )
+    endpoints = forms.MultipleChoiceField(
+        choices=[(e, e) for e in ENDPOINTS], widget=forms.CheckboxSelectMultiple, required=False,
+        help_text="What the model serves: chat (chat completions, messages) or embeddings (then set dimensions "
+                  "and family). None ticked: chat.",
+    )
 
     class Meta:
         model = m.ProviderModel
@@ -137,6 +143,11 @@ class ProviderModelForm(forms.ModelForm):
                 raise ValidationError({"name": exc.messages}) from None
         if not data.get("capabilities"):
             data["capabilities"] = ["text"]
+        if not data.get("endpoints"):
+            data["endpoints"] = ["chat"]
+        problems = embedding_field_problems(data["endpoints"], data.get("dimensions"), data.get("family") or "")
+        if problems:
+            raise ValidationError(problems)
         return data
 
 
@@ -198,6 +209,9 @@ class TargetInlineFormSet(forms.BaseInlineFormSet):
             raise ValidationError(general)
         if by_target:
             raise ValidationError("Fix the targets marked below.")
+        mix = graph_check.embedding_mix_problem_with(source, names, previous_source=previous)
+        if mix is not None:
+            raise ValidationError(f"targets: {mix[0]}: {mix[1]}")
 
 
 class TargetInline(admin.TabularInline):

@@ -18,11 +18,12 @@ from django.db import models
 from routing.config.provider_egress import egress_problems
 from routing.config.provider_keys import variable_refusal
 from routing.core.categories import CATEGORIES, KEYWORD_CATEGORIES
+from routing.core.embeddings import embedding_field_problems
 from routing.core.key_references import reference_variable
 from routing.core.limits import BUDGET_PERIODS
 from routing.core.policies import POLICY_STRATEGIES
 from routing.core.probes import mode_problem
-from routing.core.table import CAPABILITIES, PROVIDER_KINDS, STRATEGIES
+from routing.core.table import CAPABILITIES, ENDPOINTS, PROVIDER_KINDS, STRATEGIES
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,199}$")
 MODALITIES = ("text", "image", "audio", "file")
@@ -82,6 +83,14 @@ def validate_modalities(value: object) -> None:
 
 def validate_strengths(value: object) -> None:
     _check_list_of(value, CATEGORIES, "categories")
+
+
+def validate_endpoints(value: object) -> None:
+    _check_list_of(value, ENDPOINTS, "endpoints")
+
+
+def default_endpoints() -> list[str]:
+    return ["chat"]
 
 
 def validate_category_keywords(value: object) -> None:
@@ -248,6 +257,19 @@ class ProviderModel(models.Model):
         help_text="Content categories the model is good at (code, writing, analysis, math, vision, long_context, "
                   "general): capability tags shown in /v1/models, for routing by strength.",
     )
+    endpoints = models.JSONField(
+        default=default_endpoints, blank=True, validators=[validate_endpoints],
+        help_text="What the model serves: chat (chat completions and messages) or embeddings. Empty: chat.",
+    )
+    dimensions = models.PositiveIntegerField(
+        null=True, blank=True, validators=[MinValueValidator(1)],
+        help_text="An embedding model's vector size (required with the embeddings endpoint).",
+    )
+    family = models.CharField(
+        max_length=100, blank=True,
+        help_text="An embedding model's family, e.g. text-embedding-3 (required with the embeddings endpoint): "
+                  "an embeddings virtual model falls back only between models of one family and size.",
+    )
     enabled = models.BooleanField(default=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -268,6 +290,11 @@ class ProviderModel(models.Model):
             self.name = f"{self.provider.name}/{self.upstream}"
         if not self.capabilities:
             self.capabilities = ["text"]
+        if not self.endpoints:
+            self.endpoints = ["chat"]
+        problems = embedding_field_problems(self.endpoints, self.dimensions, self.family)
+        if problems:
+            raise ValidationError(problems)
 
 
 class Contract(models.Model):

@@ -8,6 +8,7 @@ read (routing/api/gateway_auth.py); every view but ``openapi`` refuses a caller 
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import time
 import uuid
@@ -24,9 +25,10 @@ from routing.api.body_check import check_body, check_nesting, check_tool_schemas
 from routing.api.gateway_auth import caller_of
 from routing.config.runtime import current_table
 from routing.core.categories import CATEGORIES
+from routing.core.embeddings import EmbeddingsRequestError, parse_embeddings_request
 from routing.core.features import extract_features
 from routing.core.limits import ERROR_CODES
-from routing.core.table import RoutingTable
+from routing.core.table import ENDPOINTS, RoutingTable
 from routing.gateway import engine
 from routing.gateway.explain import explain_call
 from routing.gateway.gateway_error import GatewayError
@@ -127,6 +129,36 @@ async def messages(request: HttpRequest) -> HttpResponseBase:
     return await _proxy(request, "anthropic")
 
 
+async def embeddings(request: HttpRequest) -> HttpResponseBase:
+    """POST /v1/embeddings (OpenAI shape): through the same keys, limits, routing and fallbacks as chat."""
+    if request.method != "POST":
+        return error_response("openai", GatewayError(405, f"Use POST for {request.path}.", code="method_not_allowed"))
+    request_id = uuid.uuid4().hex
+    try:
+        return await engine.handle(_prepare_embeddings(request, request_id))
+    except GatewayError as exc:
+        return error_response("openai", exc, request_id)
+
+
+def _prepare_embeddings(request: HttpRequest, request_id: str) -> Call:
+    table = current_table()
+    caller = caller_of(request, table)
+    body = _read_json(request)
+    try:
+        parsed = parse_embeddings_request(body)
+    except EmbeddingsRequestError as exc:
+        raise GatewayError(400, exc.message, param=exc.param, code="invalid_request",
+                           error_class="permanent") from None
+    # The chat features of an embeddings body are empty but for the model; its input tokens are estimated
+    # from the inputs, so the key's token limits see them before the provider counts them.
+    features = dataclasses.replace(extract_features({"model": parsed.model}, "openai"),
+                                   estimated_input_tokens=parsed.estimated_tokens())
+    arrival = arrival_of(request)
+    return Call(request_id=request_id, inbound="openai", key=caller.key, body=body, features=features,
+                headers={name.lower(): value for name, value in request.headers.items()}, table=table,
+                started=arrival.monotonic, started_unix=arrival.unix, endpoint="embeddings", embeddings=parsed)
+
+
 def _inbound_of(request: HttpRequest) -> Inbound:
     return "anthropic" if "anthropic-version" in request.headers else "openai"
 
@@ -147,7 +179,8 @@ def inbound_of_scope(scope: dict[str, Any]) -> Inbound:
 async def models(request: HttpRequest) -> HttpResponseBase:
     """GET /v1/models: the tier and category aliases, virtual models and models this key may use.
 
-    A concrete model's entry carries its ``strengths`` (the content categories it is good at) in both shapes.
+    A concrete model's entry carries its ``strengths`` (the content categories it is good at) in both shapes;
+    every entry lists the ``endpoints`` it serves (``chat``, ``embeddings``).
     """
     inbound = _inbound_of(request)
     table = current_table()
@@ -160,12 +193,13 @@ async def models(request: HttpRequest) -> HttpResponseBase:
     if inbound == "anthropic":
         data: dict[str, Any] = {
             "data": [{"type": "model", "id": n, "display_name": n, "created_at": "1970-01-01T00:00:00Z",
-                      **_strengths(n, table)} for n in names],
+                      "endpoints": _endpoints(n, table), **_strengths(n, table)} for n in names],
             "has_more": False, "first_id": names[0] if names else None, "last_id": names[-1] if names else None,
         }
     else:
         data = {"object": "list", "data": [
-            {"id": n, "object": "model", "created": created, "owned_by": _owner(n, table), **_strengths(n, table)}
+            {"id": n, "object": "model", "created": created, "owned_by": _owner(n, table),
+             "endpoints": _endpoints(n, table), **_strengths(n, table)}
             for n in names]}
     return HttpResponse(_renderer.render(data), content_type="application/json")
 
@@ -177,6 +211,12 @@ def _owner(name: str, table: RoutingTable) -> str:
     if kind == "category":
         return "gomodel-category-route"
     return "gomodel-tier-route" if kind == "tier" else "gomodel-virtual-model"
+
+
+def _endpoints(name: str, table: RoutingTable) -> list[str]:
+    """The endpoints a name serves (``chat``, ``embeddings``), in the order of ENDPOINTS."""
+    served = table.endpoints_of(name)
+    return [endpoint for endpoint in ENDPOINTS if endpoint in served]
 
 
 def _strengths(name: str, table: RoutingTable) -> dict[str, list[str]]:

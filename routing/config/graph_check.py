@@ -13,6 +13,7 @@ from django.conf import settings
 from routing import models as m
 from routing.core.categories import CATEGORIES
 from routing.core.category_graph import RouteProblem, check_category_routes
+from routing.core.embeddings import EmbeddingFacts, target_mix_problem
 from routing.core.graph import GraphProblem, check_virtual_graph
 from routing.core.policies import PolicyProblem, policy_problems
 
@@ -51,6 +52,27 @@ def graph_problems_with(source: str, targets: Sequence[str], *, previous_source:
         edges[vm.source] = [t.target for t in vm.targets.all()]
     concrete = set(m.ProviderModel.objects.values_list("name", flat=True))
     return check_virtual_graph(edges, concrete)
+
+
+def embedding_mix_problem_with(source: str, targets: Sequence[str], *,
+                               previous_source: str | None) -> tuple[str, str] | None:
+    """(field, problem) if ``source`` had ``targets`` and its models could not stand in for each other
+    (chat mixed with embeddings, or embedding models of another family or size), else None."""
+    edges: dict[str, list[str]] = {vm.source: [t.target for t in vm.targets.all()]
+                                   for vm in m.VirtualModel.objects.prefetch_related("targets")
+                                   if vm.source not in (source, previous_source)}
+    edges[source] = list(targets)
+    facts = {row.name: EmbeddingFacts(row.name, frozenset(row.endpoints or ["chat"]), row.dimensions, row.family)
+             for row in m.ProviderModel.objects.all()}
+
+    def leaves(name: str, depth: int = 0) -> list[EmbeddingFacts]:
+        if name in facts:
+            return [facts[name]]
+        if depth > 8:
+            return []
+        return [leaf for target in edges.get(name, []) for leaf in leaves(target, depth + 1)]
+
+    return target_mix_problem(leaves(source))
 
 
 def category_route_problems_with(alias: str, targets: dict[str, str], *,

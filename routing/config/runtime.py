@@ -148,6 +148,9 @@ def compile_table(version: int) -> RoutingTable:
             rpm=row.rpm,
             tpm=row.tpm,
             strengths=frozenset(row.strengths or []),
+            endpoints=frozenset(row.endpoints or ["chat"]),
+            dimensions=row.dimensions,
+            family=row.family,
         )
         for row in m.ProviderModel.objects.select_related("provider")
     ]

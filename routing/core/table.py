@@ -19,6 +19,8 @@ CAPABILITIES = ("text", "image", "audio", "file", "tools", "json_schema", "reaso
 PROVIDER_KINDS = ("openai", "azure_openai", "anthropic", "gemini")
 STRATEGIES = ("round_robin", "weighted", "failover", "cost", "adaptive")
 OBJECTIVES = ("balanced", "latency", "cost")
+# What a model serves: "chat" (chat completions, messages) or "embeddings"; a model serves "chat" unless told.
+ENDPOINTS = ("chat", "embeddings")
 MAX_VIRTUAL_DEPTH = 8
 
 
@@ -86,6 +88,11 @@ class ModelSpec:
     rpm: int | None = None  # the provider's requests per minute for this account; None: no limit
     tpm: int | None = None  # the provider's tokens per minute (input + output of real answers)
     strengths: frozenset[str] = frozenset()  # content categories it is good at (routing.core.categories)
+    endpoints: frozenset[str] = frozenset({"chat"})  # of ENDPOINTS
+    # An embedding model's vector size and family: targets of one embeddings virtual model share both, so a
+    # fallback returns vectors comparable with the primary's.
+    dimensions: int | None = None
+    family: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,6 +309,13 @@ class RoutingTable:
             for leaf in self.leaf_models(child, _depth + 1):
                 seen.setdefault(leaf.name, leaf)
         return tuple(seen.values())
+
+    def endpoints_of(self, name: str) -> frozenset[str]:
+        """The endpoints ``name`` serves: a model's own, or those its every reachable model serves."""
+        leaves = self.leaf_models(name)
+        if not leaves:
+            return frozenset()
+        return frozenset.intersection(*(leaf.endpoints for leaf in leaves))
 
     def public_names(self) -> tuple[str, ...]:
         """Every name a client may use as ``model``: tier and category aliases, virtual models, concrete models."""

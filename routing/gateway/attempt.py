@@ -17,12 +17,14 @@ from typing import Any
 from routing.clients import upstream
 from routing.clients.http1 import UpstreamResponse
 from routing.core.answer import Answer, Usage, cost_usd
+from routing.core.embeddings import EmbeddingsRequest
 from routing.core.error_classifier import classify_exception, classify_http_error
 from routing.core.outcome import AttemptOutcome, ErrorClass
 from routing.core.table import ModelSpec, ProviderSpec
 from routing.core.validate import ValidationRules, Verdict, validate_answer
 from routing.gateway.json_schema import validate_instance
 from routing.providers import MalformedResponse, StreamTranslator, get_adapter
+from routing.providers.embeddings import build_embeddings_request, parse_embeddings_response
 from routing.providers.errors import Inbound
 
 MAX_ERROR_BODY_BYTES = 64 * 1024
@@ -46,6 +48,7 @@ class AttemptResult:
     verdict: Verdict | None = None
     error_body: bytes | None = None  # the upstream's error body, for relaying a client mistake
     ttfb_s: float | None = None
+    usage_estimated: bool = False  # the provider reported no usage (Gemini embeddings): the gateway estimated it
 
 
 @dataclass
@@ -73,6 +76,7 @@ class AttemptSpec:
     timeout_s: float
     rules: ValidationRules
     client_wants_usage: bool
+    embeddings: EmbeddingsRequest | None = None  # set: an embeddings request instead of a chat one
 
     def __repr__(self) -> str:
         shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.repr)
@@ -80,11 +84,13 @@ class AttemptSpec:
 
 
 def _request(spec: AttemptSpec) -> upstream.UpstreamRequest:
-    adapter = get_adapter(spec.provider.kind)
-    built = adapter.build_request(
-        provider=spec.provider, model=spec.model, body=spec.body, inbound=spec.inbound, stream=spec.stream,
-        api_key=spec.api_key,
-    )
+    if spec.embeddings is not None:
+        built = build_embeddings_request(spec.provider, spec.model, spec.embeddings, spec.api_key)
+    else:
+        built = get_adapter(spec.provider.kind).build_request(
+            provider=spec.provider, model=spec.model, body=spec.body, inbound=spec.inbound, stream=spec.stream,
+            api_key=spec.api_key,
+        )
     payload = json.dumps(built.json, ensure_ascii=False, separators=(",", ":")).encode()
     timeout = min(spec.timeout_s, spec.provider.timeout_s)
     return upstream.build(built.method, built.url, built.headers, payload, timeout, stream=spec.stream,
@@ -117,6 +123,9 @@ async def run_json_attempt(spec: AttemptSpec) -> AttemptResult:
             latency_s=latency, now_unix=time.time(),
         )
         return AttemptResult(outcome, error_body=data[:MAX_ERROR_BODY_BYTES], ttfb_s=ttfb)
+    if spec.embeddings is not None:
+        return _embeddings_result(spec, spec.embeddings, data, status=response.status_code, latency=latency,
+                                  ttfb=ttfb)
     adapter = get_adapter(spec.provider.kind)
     try:
         parsed = adapter.parse_response(
@@ -136,6 +145,20 @@ async def run_json_attempt(spec: AttemptSpec) -> AttemptResult:
         verdict=verdict,
         ttfb_s=ttfb,
     )
+
+
+def _embeddings_result(spec: AttemptSpec, request: EmbeddingsRequest, data: bytes, *, status: int, latency: float,
+                       ttfb: float | None) -> AttemptResult:
+    """A 2xx embeddings answer: vectors are either all there and numeric, or the attempt is a malformed one."""
+    try:
+        parsed = parse_embeddings_response(spec.provider.kind, data, request, spec.model.name)
+    except MalformedResponse:
+        outcome = AttemptOutcome.failure(ErrorClass.INVALID_RESPONSE, "malformed", status=status, latency_s=latency)
+        return AttemptResult(outcome, verdict=Verdict(ok=False, reason="malformed"), ttfb_s=ttfb)
+    verdict = Verdict(ok=True)
+    return AttemptResult(verdict.as_outcome(latency_s=latency, status=status), client_body=parsed.client_body,
+                         answer=Answer(finish_reason="stop"), usage=parsed.usage, verdict=verdict, ttfb_s=ttfb,
+                         usage_estimated=parsed.usage_estimated)
 
 
 def _has_content(translator: StreamTranslator) -> bool:

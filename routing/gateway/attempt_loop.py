@@ -159,9 +159,9 @@ class AttemptLoop:
             return AttemptResult(AttemptOutcome.failure(ErrorClass.INCOMPATIBLE, "key_unavailable"))
         api_key = keys[state.next_key_index(provider.name, len(keys))].reveal() if keys else ""
         spec = AttemptSpec(provider=provider, model=model, body=self.call.body, inbound=self.call.inbound,
-                           stream=self.call.features.stream, api_key=api_key,
+                           stream=self.call.features.stream and self.call.embeddings is None, api_key=api_key,
                            timeout_s=self._attempt_timeout(allowance), rules=self.rules,
-                           client_wants_usage=self.wants_usage)
+                           client_wants_usage=self.wants_usage, embeddings=self.call.embeddings)
         try:
             result = await (start_stream_attempt(spec) if spec.stream else run_json_attempt(spec))
         except TranslationError as exc:

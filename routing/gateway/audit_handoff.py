@@ -42,7 +42,7 @@ def build_event(call: Call, journey: Journey, elapsed_s: float) -> dict[str, Any
         "limit": journey.limit_refused,
         "session_hash": session.value.split(":", 1)[1] if session is not None else None,
         "session_source": session.source if session is not None else None,
-        "endpoint": call.inbound,
+        "endpoint": call.audit_endpoint,
         "requested_model": journey.requested_model,
         "stream": call.features.stream,
         "tier": journey.tier.as_event() if journey.tier is not None else None,

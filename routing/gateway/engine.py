@@ -75,7 +75,7 @@ async def handle(call: Call) -> HttpResponse | StreamingHttpResponse:
 
 async def _route(call: Call, journey: Journey) -> HttpResponse | StreamingHttpResponse:
     await admit_limits(call, journey)  # first: every answer to a limited key carries its x-ratelimit-* headers
-    kind = admit(call)
+    kind = admit(call, "embeddings" if call.embeddings is not None else "chat")
     journey.policy = choose_policy(call)  # an unknown policy is a 400 before anything is decided
     target, route_contract = journey.requested_model, None
     if kind == "category":

@@ -18,6 +18,7 @@ from routing.clients.limit_store import Admission
 from routing.core.answer import Answer, Usage
 from routing.core.classifier import Signal
 from routing.core.contracts import EffectiveContract
+from routing.core.embeddings import EmbeddingsRequest
 from routing.core.features import Features
 from routing.core.outcome import AttemptOutcome
 from routing.core.policies import PolicySpec, PolicyStep, chain_label
@@ -40,6 +41,15 @@ class Call:
     table: RoutingTable
     started: float = field(default_factory=time.monotonic)
     started_unix: float = field(default_factory=time.time)
+    # Which endpoint: "chat" (chat completions, messages), "embeddings" (with its checked body) or
+    # "count_tokens"; the audit event records it.
+    endpoint: str = "chat"
+    embeddings: EmbeddingsRequest | None = None
+
+    @property
+    def audit_endpoint(self) -> str:
+        """The audit event's ``endpoint``: the chat shape ("openai", "anthropic") or the endpoint's name."""
+        return self.inbound if self.endpoint == "chat" else self.endpoint
 
     @property
     def key_scope(self) -> int | str:
@@ -85,6 +95,7 @@ class Journey:
     limits_settled: bool = False
     limit_headers: dict[str, str] = field(default_factory=dict)  # OpenAI's x-ratelimit-* for a limited key
     limit_refused: str = ""  # "<key|team>:<rpm|tpm|concurrency|budget>" when a limit refused the request
+    usage_estimated: bool = False  # the provider reported no usage: the tokens are the gateway's estimate
 
     def headers(self, request_id: str) -> dict[str, str]:
         out = {"X-Request-Id": request_id}
@@ -104,6 +115,8 @@ class Journey:
         out["X-GoModel-Attempts"] = str(len(self.attempts))
         if self.cost is not None:
             out["X-GoModel-Cost-Usd"] = f"{self.cost:.8f}"
+        if self.usage_estimated:
+            out["X-GoModel-Usage"] = "estimate"
         if self.operation_id:
             out["X-GoModel-Operation-Id"] = self.operation_id
         if self.limit_headers:

@@ -19,8 +19,8 @@ from routing.gateway.records import Call
 WORKLOAD_HEADER = "x-gomodel-workload"
 
 
-def admit(call: Call) -> str:
-    """The kind of the requested name ("model", "virtual" or "tier"), once the key may use it."""
+def admit(call: Call, endpoint: str = "chat") -> str:
+    """The kind of the requested name ("model", "virtual" or "tier"), once the key may use it for ``endpoint``."""
     requested = call.features.model
     kind = call.table.kind_of(requested)
     if kind is None:
@@ -33,6 +33,11 @@ def admit(call: Call) -> str:
             whose = f"The team `{key.team.name}` of this key"
         raise GatewayError(403, f"{whose} is not allowed to use the model `{requested}`.",
                            code="model_not_allowed", param="model", error_class="permanent")
+    served = call.table.endpoints_of(requested)
+    if served and endpoint not in served:  # nothing enabled behind it: the plan answers that (no_target)
+        raise GatewayError(400, f"The model `{requested}` does not serve the {endpoint} endpoint (it serves: "
+                                f"{', '.join(sorted(served))}).", code="unsupported_endpoint", param="model",
+                           error_class="permanent")
     return kind
 
 

@@ -83,6 +83,7 @@ def json_response(
     journey.ttfb_s = result.ttfb_s
     journey.validation = "accepted"
     journey.answer = result.answer
+    journey.usage_estimated = result.usage_estimated
     headers = journey.headers(call.request_id)
     keys = _execution_keys(journey, result.answer)
     if keys:

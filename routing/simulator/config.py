@@ -47,6 +47,7 @@ class ModelBehaviour:
     reply: str | None = None  # fixed answer text instead of the echo
     reply_tokens: int | None = None  # pad or cut the echo to about this many tokens
     cache_min_tokens: int = 1024  # shortest repeated prompt prefix reported as cached
+    dimensions: int = 8  # the size of an embedding vector, unless the request asks for another
 
     def answer_delay_s(self) -> float:
         """Seconds before a non-streamed answer is sent."""
@@ -193,7 +194,7 @@ def _parse_behaviour(raw: Any, where: str, base: ModelBehaviour) -> tuple[ModelB
 
 
 def _behaviour_value(name: str, value: Any, path: str) -> Any:
-    if name in ("chunk_count", "context_window", "cache_min_tokens"):
+    if name in ("chunk_count", "context_window", "cache_min_tokens", "dimensions"):
         return _integer(value, path, minimum=1)
     if name == "reply_tokens":
         return None if value is None else _integer(value, path, minimum=1)

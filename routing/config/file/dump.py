@@ -58,6 +58,12 @@ def _model_entry(model: m.ProviderModel) -> dict[str, Any]:
     entry["capabilities"] = list(model.capabilities or ["text"])
     if model.strengths:
         entry["strengths"] = list(model.strengths)
+    if list(model.endpoints or ["chat"]) != ["chat"]:
+        entry["endpoints"] = list(model.endpoints)
+    if model.dimensions is not None:
+        entry["dimensions"] = model.dimensions
+    if model.family:
+        entry["family"] = model.family
     if model.model_class != "general":
         entry["model_class"] = model.model_class
     if not model.enabled:

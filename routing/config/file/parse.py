@@ -35,9 +35,10 @@ from routing.config.file.teams import parse_team
 from routing.config.provider_egress import EGRESS_FIELDS, egress_problems
 from routing.config.provider_keys import look_up
 from routing.core.categories import CATEGORIES
+from routing.core.embeddings import EmbeddingFacts, embedding_field_problems, target_mix_problem
 from routing.core.graph import check_virtual_graph
 from routing.core.probes import mode_problem
-from routing.core.table import CAPABILITIES, PROVIDER_KINDS, STRATEGIES
+from routing.core.table import CAPABILITIES, ENDPOINTS, PROVIDER_KINDS, STRATEGIES
 
 
 def read_config_file(path: str) -> dict[str, Any]:
@@ -109,6 +110,8 @@ def parse_config(data: Mapping[str, Any]) -> dict[str, Any]:
 
     settings_out = _parse_settings(chk, data)
     _check_names_and_graph(chk, model_names, virtual, routes)
+    if not chk.problems:  # the graph is sound: the leaves of each virtual model can be walked
+        _check_embedding_targets(chk, models_out, virtual)
     _check_category_routes(chk, category_routes, model_names, virtual, routes)
 
     if chk.problems:
@@ -222,7 +225,7 @@ def _parse_model(chk: _Checker, path: str, entry: dict[str, Any], provider_names
     _check_unknown_keys(chk, path, entry, ("provider", "upstream", "name", "input_price", "output_price",
                                            "cached_input_price", "context_window", "max_output_tokens",
                                            "capabilities", "model_class", "enabled", "rpm", "tpm",
-                                           "strengths"))
+                                           "strengths", "endpoints", "dimensions", "family"))
     provider = entry.get("provider")
     if not isinstance(provider, str) or provider not in provider_names:
         chk.add(f"{path}.provider", f'unknown provider "{provider}"')
@@ -260,11 +263,35 @@ def _parse_model(chk: _Checker, path: str, entry: dict[str, Any], provider_names
     model["capabilities"] = list(dict.fromkeys(caps)) or ["text"]
     if strengths:
         model["strengths"] = list(dict.fromkeys(strengths))
+    model.update(_parse_endpoints(chk, path, entry))
     if model_class != "general":
         model["model_class"] = model_class
     if entry.get("enabled") is False:
         model["enabled"] = False
     return model
+
+
+def _parse_endpoints(chk: _Checker, path: str, entry: dict[str, Any]) -> dict[str, Any]:
+    """A model's ``endpoints`` and, for an embedding model, its ``dimensions`` and ``family`` (those not default)."""
+    endpoints = entry.get("endpoints", ["chat"])
+    if not isinstance(endpoints, list) or not endpoints or any(e not in ENDPOINTS for e in endpoints):
+        chk.add(f"{path}.endpoints", f"expected a list of {', '.join(ENDPOINTS)}, got {endpoints!r}")
+        endpoints = ["chat"]
+    _check_number(chk, f"{path}.dimensions", entry.get("dimensions"), minimum=1, integer=True)
+    family = entry.get("family", "")
+    if not isinstance(family, str):
+        chk.add(f"{path}.family", f"expected a string, got {type(family).__name__}")
+        family = ""
+    for field_name, problem in embedding_field_problems(endpoints, entry.get("dimensions"), family).items():
+        chk.add(f"{path}.{field_name}", problem)
+    out: dict[str, Any] = {}
+    if list(dict.fromkeys(endpoints)) != ["chat"]:
+        out["endpoints"] = list(dict.fromkeys(endpoints))
+    if entry.get("dimensions") is not None:
+        out["dimensions"] = entry["dimensions"]
+    if family.strip():
+        out["family"] = family.strip()
+    return out
 
 
 def _parse_virtual_model(
@@ -373,6 +400,32 @@ def _check_category_routes(chk: _Checker, category_routes: dict[str, Any], model
     )
     check_names_against_routes(chk, category_routes, named={
         "models": sorted(models_), "virtual_models": sorted(sources), "tier_routes": list(routes)})
+
+
+def _check_embedding_targets(chk: _Checker, models_out: list[dict[str, Any]], virtual: list[dict[str, Any]]) -> None:
+    """Each virtual model's models serve one endpoint; embedding models share one family and one size."""
+    facts = {row.name: EmbeddingFacts(row.name, frozenset(row.endpoints or ["chat"]), row.dimensions, row.family)
+             for row in m.ProviderModel.objects.all()}
+    for entry in models_out:
+        name = entry.get("name") or f"{entry['provider']}/{entry['upstream']}"
+        facts[name] = EmbeddingFacts(name, frozenset(entry.get("endpoints", ["chat"])), entry.get("dimensions"),
+                                     entry.get("family", ""))
+    edges: dict[str, list[str]] = {
+        vm.source: [t.target for t in vm.targets.all()] for vm in m.VirtualModel.objects.prefetch_related("targets")
+    }
+    edges.update({v["source"]: [t["model"] for t in v["targets"]] for v in virtual})
+
+    def leaves(name: str, depth: int = 0) -> list[EmbeddingFacts]:
+        if name in facts:
+            return [facts[name]]
+        if depth > 8:
+            return []
+        return [leaf for target in edges.get(name, []) for leaf in leaves(target, depth + 1)]
+
+    for i, entry in enumerate(virtual):
+        problem = target_mix_problem(leaves(entry["source"]))
+        if problem is not None:
+            chk.add(f"virtual_models[{i}].targets", f"{problem[0]}: {problem[1]}")
 
 
 def _check_names_and_graph(

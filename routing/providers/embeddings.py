@@ -1,0 +1,163 @@
+"""Embeddings on each provider format, to and from OpenAI's ``/v1/embeddings`` shape. Pure, like the adapters.
+
+::
+
+    build_embeddings_request(provider, model, request, api_key) -> UpstreamRequest   # TranslationError before sending
+    parse_embeddings_response(kind, data, request, public_model) -> EmbeddingsAnswer  # MalformedResponse
+
+- ``openai`` (and OpenAI-compatible hosts): ``POST {base_url}/embeddings``, the body as OpenAI defines it.
+- ``azure_openai``: ``POST {base_url}/openai/deployments/{upstream}/embeddings?api-version=...``, no ``model``.
+- ``gemini``: ``POST {base_url}/v1beta/models/{upstream}:batchEmbedContents``, one request per input;
+  ``dimensions`` becomes ``outputDimensionality``. Gemini counts no tokens for embeddings, so the usage is the
+  gateway's estimate and says so (``usage_estimated``); token-id inputs have no Gemini equivalent (a 400).
+
+Upstreams are always asked for floats; a client that wants ``base64`` gets the floats packed by the gateway
+(little-endian float32, as OpenAI encodes them), so every provider answers both encodings the same way.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+from routing.core.answer import Usage
+from routing.core.embeddings import EmbeddingsRequest, encode_base64
+from routing.core.table import ModelSpec, ProviderSpec
+from routing.providers.azure_adapter import DEFAULT_API_VERSION
+from routing.providers.base import UpstreamRequest, join_url, load_json_body
+from routing.providers.errors import CapabilityError, MalformedResponse
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddingsAnswer:
+    """A 2xx embeddings answer: the OpenAI-shaped body for the client, its usage, and whether that usage is
+    the gateway's estimate (the provider reported none)."""
+
+    client_body: dict[str, Any]
+    usage: Usage
+    usage_estimated: bool = False
+
+
+def _openai_body(model: ModelSpec, request: EmbeddingsRequest, *, with_model: bool) -> dict[str, Any]:
+    inputs: list[Any] = [list(item) if isinstance(item, tuple) else item for item in request.inputs]
+    body: dict[str, Any] = {"input": inputs, "encoding_format": "float"}
+    if with_model:
+        body["model"] = model.upstream
+    if request.dimensions is not None:
+        body["dimensions"] = request.dimensions
+    if request.user is not None:
+        body["user"] = request.user
+    return body
+
+
+def _openai_request(provider: ProviderSpec, model: ModelSpec, request: EmbeddingsRequest,
+                    api_key: str) -> UpstreamRequest:
+    headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"}
+    return UpstreamRequest("POST", join_url(provider.base_url, "/embeddings"), headers,
+                           _openai_body(model, request, with_model=True))
+
+
+def _azure_request(provider: ProviderSpec, model: ModelSpec, request: EmbeddingsRequest,
+                   api_key: str) -> UpstreamRequest:
+    base = provider.base_url.rstrip("/").removesuffix("/openai")
+    path = f"/openai/deployments/{quote(model.upstream, safe='')}/embeddings"
+    url = join_url(base, path) + f"?api-version={quote(provider.api_version or DEFAULT_API_VERSION)}"
+    headers = {"api-key": api_key, "Content-Type": "application/json"}
+    return UpstreamRequest("POST", url, headers, _openai_body(model, request, with_model=False))
+
+
+def _gemini_request(provider: ProviderSpec, model: ModelSpec, request: EmbeddingsRequest,
+                    api_key: str) -> UpstreamRequest:
+    name = model.upstream.removeprefix("models/")
+    entries: list[dict[str, Any]] = []
+    for i, item in enumerate(request.inputs):
+        if isinstance(item, tuple):
+            param = f"input[{i}]" if len(request.inputs) > 1 else "input"
+            raise CapabilityError("token_input", "Gemini embeds text only; token id inputs have no equivalent",
+                                  param)
+        entry: dict[str, Any] = {"model": f"models/{name}", "content": {"parts": [{"text": item}]}}
+        if request.dimensions is not None:
+            entry["outputDimensionality"] = request.dimensions
+        entries.append(entry)
+    url = join_url(provider.base_url, f"/models/{quote(name, safe='')}:batchEmbedContents", version="/v1beta")
+    headers = {"x-goog-api-key": api_key, "Content-Type": "application/json"}
+    return UpstreamRequest("POST", url, headers, {"requests": entries})
+
+
+def _vector(value: Any, where: str) -> list[float]:
+    if not isinstance(value, list) or not value or not all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in value):
+        raise MalformedResponse(f"{where} is not a list of finite numbers")
+    return [float(x) for x in value]
+
+
+def _openai_vectors(data: Any, count: int) -> tuple[list[list[float]], Usage | None]:
+    items = data.get("data") if isinstance(data, dict) else None
+    if not isinstance(items, list) or len(items) != count:
+        raise MalformedResponse(f"the upstream returned no list of {count} embeddings")
+    vectors: list[list[float] | None] = [None] * count
+    for position, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise MalformedResponse("an embedding entry is not an object")
+        index = item.get("index", position)
+        if not isinstance(index, int) or not 0 <= index < count or vectors[index] is not None:
+            raise MalformedResponse("an embedding's index is missing, repeated or out of range")
+        vectors[index] = _vector(item.get("embedding"), f"data[{position}].embedding")
+    usage = data.get("usage")
+    if not isinstance(usage, dict) or not isinstance(usage.get("prompt_tokens"), int):
+        return [v for v in vectors if v is not None], None
+    return [v for v in vectors if v is not None], Usage(input_tokens=max(0, usage["prompt_tokens"]))
+
+
+def _gemini_vectors(data: Any, count: int) -> tuple[list[list[float]], Usage | None]:
+    items = data.get("embeddings") if isinstance(data, dict) else None
+    if not isinstance(items, list) or len(items) != count:
+        raise MalformedResponse(f"the upstream returned no list of {count} embeddings")
+    vectors = [_vector(item.get("values") if isinstance(item, dict) else None, f"embeddings[{i}].values")
+               for i, item in enumerate(items)]
+    return vectors, None  # batchEmbedContents reports no token counts
+
+
+_Build = Callable[[ProviderSpec, ModelSpec, EmbeddingsRequest, str], UpstreamRequest]
+_Read = Callable[[Any, int], tuple[list[list[float]], Usage | None]]
+_FORMATS: dict[str, tuple[_Build, _Read]] = {
+    "openai": (_openai_request, _openai_vectors),
+    "azure_openai": (_azure_request, _openai_vectors),
+    "gemini": (_gemini_request, _gemini_vectors),
+}
+
+
+def serves_embeddings(kind: str) -> bool:
+    """Whether the gateway can send embeddings to a provider of this kind."""
+    return kind in _FORMATS
+
+
+def build_embeddings_request(provider: ProviderSpec, model: ModelSpec, request: EmbeddingsRequest,
+                             api_key: str) -> UpstreamRequest:
+    """The upstream request; CapabilityError for a provider kind or an input the format cannot carry."""
+    entry = _FORMATS.get(provider.kind)
+    if entry is None:
+        raise CapabilityError("embeddings", f"the {provider.kind} provider format has no embeddings endpoint in "
+                                            "the gateway", "model")
+    return entry[0](provider, model, request, api_key)
+
+
+def parse_embeddings_response(kind: str, data: bytes, request: EmbeddingsRequest,
+                              public_model: str) -> EmbeddingsAnswer:
+    """The client's OpenAI-shaped answer from a 2xx body; MalformedResponse when it cannot be read."""
+    read = _FORMATS[kind][1]
+    vectors, usage = read(load_json_body(data), len(request.inputs))
+    estimated = usage is None
+    if usage is None:
+        usage = Usage(input_tokens=request.estimated_tokens())
+    encode: Callable[[list[float]], Any] = encode_base64 if request.encoding_format == "base64" else list
+    body = {
+        "object": "list",
+        "data": [{"object": "embedding", "index": i, "embedding": encode(vector)} for i, vector in enumerate(vectors)],
+        "model": public_model,
+        "usage": {"prompt_tokens": usage.input_tokens, "total_tokens": usage.input_tokens},
+    }
+    return EmbeddingsAnswer(body, usage, estimated)
