@@ -10,6 +10,7 @@ from routing.ops import metrics
 urlpatterns = [
     path("v1/chat/completions", views.chat_completions, name="chat-completions"),
     path("v1/messages", views.messages, name="messages"),
+    path("v1/messages/count_tokens", views.count_tokens, name="messages-count-tokens"),
     path("v1/embeddings", views.embeddings, name="embeddings"),
     path("v1/models", views.models, name="models"),
     path("v1/routing/explain", views.explain, name="routing-explain"),

@@ -30,6 +30,7 @@ from routing.core.features import extract_features
 from routing.core.limits import ERROR_CODES
 from routing.core.table import ENDPOINTS, RoutingTable
 from routing.gateway import engine
+from routing.gateway.count_tokens import count_tokens as count_tokens_call
 from routing.gateway.explain import explain_call
 from routing.gateway.gateway_error import GatewayError
 from routing.gateway.records import Call
@@ -157,6 +158,28 @@ def _prepare_embeddings(request: HttpRequest, request_id: str) -> Call:
     return Call(request_id=request_id, inbound="openai", key=caller.key, body=body, features=features,
                 headers={name.lower(): value for name, value in request.headers.items()}, table=table,
                 started=arrival.monotonic, started_unix=arrival.unix, endpoint="embeddings", embeddings=parsed)
+
+
+async def count_tokens(request: HttpRequest) -> HttpResponseBase:
+    """POST /v1/messages/count_tokens (Anthropic shape): the provider's count, or the gateway's marked estimate."""
+    if request.method != "POST":
+        return error_response("anthropic", GatewayError(405, f"Use POST for {request.path}.",
+                                                        code="method_not_allowed"))
+    request_id = uuid.uuid4().hex
+    try:
+        table = current_table()
+        caller = caller_of(request, table)
+        body = _read_json(request)
+        # The Messages body's checks, but for max_tokens, which a count does not take.
+        check_body({**body, "max_tokens": 1}, "anthropic")
+        arrival = arrival_of(request)
+        call = Call(request_id=request_id, inbound="anthropic", key=caller.key, body=body,
+                    features=extract_features(body, "anthropic"),
+                    headers={name.lower(): value for name, value in request.headers.items()}, table=table,
+                    started=arrival.monotonic, started_unix=arrival.unix, endpoint="count_tokens")
+        return await count_tokens_call(call)
+    except GatewayError as exc:
+        return error_response("anthropic", exc, request_id)
 
 
 def _inbound_of(request: HttpRequest) -> Inbound:

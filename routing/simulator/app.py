@@ -16,11 +16,23 @@ from urllib.parse import parse_qsl
 from routing.simulator.asgi_io import BodyTooLarge, Connection, Receive, Scope, Send
 from routing.simulator.config import SimulatorConfig, load_config
 from routing.simulator.control import ControlEndpoints
+from routing.simulator.count_tokens import serve_count_tokens
 from routing.simulator.embed import serve_embeddings
 from routing.simulator.exchange import JSON_HEADER, Exchange, admit, answer, refuse
 from routing.simulator.model_calls import answer_models
 from routing.simulator.recorder import auth_summary, masked_headers, masked_query
-from routing.simulator.routes import CONTROL, EMBED, GENERATE, HEALTH, MODEL, MODELS, OPENAI, Route, match_route
+from routing.simulator.routes import (
+    CONTROL,
+    COUNT_TOKENS,
+    EMBED,
+    GENERATE,
+    HEALTH,
+    MODEL,
+    MODELS,
+    OPENAI,
+    Route,
+    match_route,
+)
 from routing.simulator.state import SimulatorState
 from routing.simulator.wire.base import UNKNOWN_PATH, Problem, RenderContext
 
@@ -93,6 +105,8 @@ class SimulatorApp:
                 await self._generate(conn, route, headers, query)
             elif route.action == EMBED:
                 await serve_embeddings(self.state, conn, route, headers, query)
+            elif route.action == COUNT_TOKENS:
+                await serve_count_tokens(self.state, conn, route, headers, query)
             elif route.action == CONTROL:
                 await self._control.handle(conn, method, path, query)
             elif route.action in (MODELS, MODEL):

@@ -18,7 +18,7 @@ import json
 import secrets
 import struct
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -121,6 +121,16 @@ def _body(route: Route, model: str, inputs: Sequence[str | list[int]], size: int
 async def serve_embeddings(state: SimulatorState, conn: Connection, route: Route, headers: dict[str, str],
                            query_string: str) -> None:
     """Answer one embeddings request, recorded like a generation request."""
+    await serve_json_endpoint(state, conn, route, headers, query_string, endpoint="embeddings", respond=_answer)
+
+
+Respond = Callable[..., Awaitable[None]]
+
+
+async def serve_json_endpoint(state: SimulatorState, conn: Connection, route: Route, headers: dict[str, str],
+                              query_string: str, *, endpoint: str, respond: Respond) -> None:
+    """Read, record and hand a JSON request to ``respond(state, exchange, route, body, parsed=, too_large=,
+    headers=, query=)``; the record is closed however the answer ends."""
     started = time.perf_counter()
     query = dict(parse_qsl(query_string, keep_blank_values=True))
     try:
@@ -140,7 +150,7 @@ async def serve_embeddings(state: SimulatorState, conn: Connection, route: Route
     key_header, key = route.wire.credentials(headers, query)
     record = state.recorder.open(method="POST", path=conn.scope["path"], query=masked_query(query_string),
                                  wire=route.wire.name, model=model or None, deployment=route.deployment,
-                                 endpoint="embeddings", headers=masked_headers(conn.scope["headers"]),
+                                 endpoint=endpoint, headers=masked_headers(conn.scope["headers"]),
                                  auth=auth_summary(key_header, key, known_keys),
                                  body=body if parsed and len(raw) <= 1024 * 1024 else None,
                                  body_text=None if parsed else raw[:4096].decode("utf-8", "replace"),
@@ -148,7 +158,7 @@ async def serve_embeddings(state: SimulatorState, conn: Connection, route: Route
     ctx = RenderContext(model=model, token=secrets.token_hex(12), created=int(time.time()))
     exchange = Exchange(conn, record, route.wire, ctx, target, behaviour, key, known_keys)
     try:
-        await _answer(state, exchange, route, body, parsed=parsed, too_large=too_large, headers=headers, query=query)
+        await respond(state, exchange, route, body, parsed=parsed, too_large=too_large, headers=headers, query=query)
     finally:
         record["duration_ms"] = round((time.perf_counter() - started) * 1000, 3)
         if record["outcome"] == "pending":
@@ -156,9 +166,9 @@ async def serve_embeddings(state: SimulatorState, conn: Connection, route: Route
         state.recorder.close(record, counted_model=target or None)
 
 
-def _admit(exchange: Exchange, route: Route, body: Any, *, parsed: bool, too_large: bool, headers: dict[str, str],
-           query: dict[str, str]) -> tuple[list[str | list[int]], int | None, str] | Problem:
-    """(inputs, the size asked for, the encoding), or the Problem the provider would answer with."""
+def admission_problem(exchange: Exchange, body: Any, *, parsed: bool, too_large: bool, headers: dict[str, str],
+                      query: dict[str, str]) -> Problem | None:
+    """The chat checks before a body is read: provider headers, the key, size, JSON, the model."""
     problem = exchange.wire.precheck(headers, query, exchange.target) or _key_problem(
         exchange.wire, exchange.key, exchange.known_keys, exchange.target)
     if problem is not None:
@@ -171,6 +181,15 @@ def _admit(exchange: Exchange, route: Route, body: Any, *, parsed: bool, too_lar
         return Problem(INVALID_REQUEST, 400, model=exchange.target, message="The request body must be a JSON object.")
     if exchange.behaviour is None:
         return Problem(MODEL_NOT_FOUND, 404, model=exchange.target)
+    return None
+
+
+def _admit(exchange: Exchange, route: Route, body: Any, *, parsed: bool, too_large: bool, headers: dict[str, str],
+           query: dict[str, str]) -> tuple[list[str | list[int]], int | None, str] | Problem:
+    """(inputs, the size asked for, the encoding), or the Problem the provider would answer with."""
+    problem = admission_problem(exchange, body, parsed=parsed, too_large=too_large, headers=headers, query=query)
+    if problem is not None:
+        return problem
     if route.wire is GEMINI:
         gemini = _gemini_inputs(body)
         if isinstance(gemini, Problem):
@@ -191,13 +210,22 @@ def _admit(exchange: Exchange, route: Route, body: Any, *, parsed: bool, too_lar
 
 async def _answer(state: SimulatorState, exchange: Exchange, route: Route, body: Any, *, parsed: bool,
                   too_large: bool, headers: dict[str, str], query: dict[str, str]) -> None:
-    conn, record = exchange.conn, exchange.record
     admitted = _admit(exchange, route, body, parsed=parsed, too_large=too_large, headers=headers, query=query)
     if isinstance(admitted, Problem):
         await refuse(exchange, admitted)
         return
     inputs, size, encoding = admitted
     behaviour = exchange.behaviour
+    assert behaviour is not None
+    payload, tokens = _body(route, exchange.ctx.model, inputs, size or behaviour.dimensions, encoding)
+    chars = sum(len(i) if isinstance(i, str) else 4 * len(i) for i in inputs)
+    await deliver_with_faults(state, exchange, route, payload, input_chars=chars, tokens=tokens)
+
+
+async def deliver_with_faults(state: SimulatorState, exchange: Exchange, route: Route, payload: bytes, *,
+                              input_chars: int, tokens: int) -> None:
+    """Draw the request's fault, then misbehave as it says or send ``payload`` (a JSON answer) on schedule."""
+    conn, record, behaviour = exchange.conn, exchange.record, exchange.behaviour
     assert behaviour is not None
     fault: Fault | None = state.faults.draw(state.fault_keys(conn.scope["path"], route.deployment, exchange.target))
     record["fault"] = fault.kind if fault else None
@@ -213,12 +241,10 @@ async def _answer(state: SimulatorState, exchange: Exchange, route: Route, body:
         if held or conn.disconnected:
             record["outcome"] = TIMED_OUT if held else DISCONNECTED
         return
-    prompt = Prompt(model=exchange.target, input_chars=sum(len(i) if isinstance(i, str) else 4 * len(i)
-                                                             for i in inputs))
     if fault is not None and (kind in ERROR_KINDS or kind == "stream_error"):
+        prompt = Prompt(model=exchange.target, input_chars=input_chars)
         await refuse(exchange, _fault_problem(exchange, fault, prompt), _retry_headers(fault))
         return
-    payload, tokens = _body(route, exchange.ctx.model, inputs, size or behaviour.dimensions, encoding)
     record["status"] = 200
     record["usage"] = {"input_tokens": tokens, "output_tokens": 0}
     record["cost_usd"] = behaviour.cost_usd(input_tokens=tokens, cached_tokens=0, output_tokens=0)

@@ -13,6 +13,7 @@ path                                                    method     served as
 ``/{v1beta|v1}/models/{model}:streamGenerateContent``   POST       Gemini stream (``alt=sse``: SSE)
 ``/openai/deployments/{deployment}/embeddings``         POST       Azure OpenAI embeddings (embed)
 ``.../embeddings`` (any prefix)                         POST       OpenAI embeddings (embed)
+``.../messages/count_tokens`` (any prefix)              POST       Anthropic token count (count_tokens)
 ``/{v1beta|v1}/models/{model}:batchEmbedContents``      POST       Gemini embeddings (embed)
 ``.../models``                                          GET        model list: Gemini under v1beta,
                                                                    Anthropic with ``anthropic-version``,
@@ -35,6 +36,7 @@ from routing.simulator.wire.openai import OpenAIWire
 
 GENERATE = "generate"
 EMBED = "embed"
+COUNT_TOKENS = "count_tokens"
 MODELS = "models"
 MODEL = "model"  # one model's lookup
 HEALTH = "health"
@@ -87,6 +89,8 @@ def match_route(method: str, path: str, *, query: str, anthropic_version: bool) 
     embed = _embed_route(path)
     if embed is not None:
         return embed
+    if path.endswith("/messages/count_tokens"):
+        return Route(COUNT_TOKENS, ANTHROPIC)
     azure = _AZURE_PATH.match(path)
     if azure:
         return Route(GENERATE, AZURE, deployment=azure.group(1))
