@@ -81,7 +81,8 @@ class ProviderKeyInline(admin.TabularInline):
 
 class ProviderForm(forms.ModelForm):
     base_url = forms.URLField(
-        assume_scheme="https", max_length=500, help_text=m.Provider._meta.get_field("base_url").help_text
+        assume_scheme="https", max_length=500, required=False,  # a preset kind's default is filled in by clean()
+        help_text=m.Provider._meta.get_field("base_url").help_text,
     )
 
     class Meta:

@@ -24,16 +24,19 @@ from routing.core.limits import BUDGET_PERIODS
 from routing.core.policies import POLICY_STRATEGIES
 from routing.core.probes import mode_problem
 from routing.core.table import CAPABILITIES, ENDPOINTS, PROVIDER_KINDS, STRATEGIES
+from routing.providers.openai_presets import PRESETS
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,199}$")
 MODALITIES = ("text", "image", "audio", "file")
 FINISH_REASONS = ("stop", "length", "tool_calls", "content_filter")
 
 PROVIDER_KIND_LABELS = {
-    "openai": "OpenAI-compatible (OpenAI, vLLM, Ollama, Groq, DeepSeek, OpenRouter, ...)",
+    "openai": "OpenAI, or any OpenAI-compatible server without a preset",
     "azure_openai": "Azure OpenAI",
     "anthropic": "Anthropic",
     "gemini": "Google Gemini",
+    "cohere": "Cohere (Chat v2)",
+    **{kind: f"{preset.label} (OpenAI-compatible preset)" for kind, preset in PRESETS.items()},
 }
 
 
@@ -139,9 +142,10 @@ class Provider(models.Model):
     name = models.CharField(max_length=100, unique=True, validators=[validate_name])
     kind = models.CharField(max_length=20, choices=[(k, PROVIDER_KIND_LABELS[k]) for k in PROVIDER_KINDS])
     base_url = models.URLField(
-        max_length=500,
+        max_length=500, blank=True,
         help_text="e.g. https://api.openai.com/v1, https://api.anthropic.com, "
-        "https://generativelanguage.googleapis.com, https://NAME.openai.azure.com",
+        "https://generativelanguage.googleapis.com, https://NAME.openai.azure.com, https://api.cohere.com. "
+        "Empty for a preset kind (Mistral, Groq, ... LM Studio): its default URL is filled in.",
     )
     api_version = models.CharField(max_length=40, blank=True, help_text="Azure OpenAI only, e.g. 2024-10-21.")
     timeout_seconds = models.PositiveIntegerField(
@@ -182,6 +186,11 @@ class Provider(models.Model):
         return self.name
 
     def clean(self) -> None:
+        if not self.base_url:
+            preset = PRESETS.get(self.kind)
+            if preset is None:
+                raise ValidationError({"base_url": f"A {self.kind} provider needs a base URL."})
+            self.base_url = preset.base_url
         if self.kind == "azure_openai" and not self.api_version:
             raise ValidationError({"api_version": "Azure OpenAI needs an api-version, e.g. 2024-10-21."})
         problems = egress_problems(proxy=self.proxy, ca_bundle=self.ca_bundle, client_cert=self.client_cert,

@@ -16,7 +16,11 @@ from routing.core.limits import Limits, LimitScope
 from routing.core.policies import PolicySpec
 
 CAPABILITIES = ("text", "image", "audio", "file", "tools", "json_schema", "reasoning")
-PROVIDER_KINDS = ("openai", "azure_openai", "anthropic", "gemini")
+# cohere: Chat v2; mistral ... lmstudio: OpenAI-compatible hosts with their own rules (routing.providers.openai_presets)
+PROVIDER_KINDS = (
+    "openai", "azure_openai", "anthropic", "gemini", "cohere",
+    "mistral", "groq", "deepseek", "together", "fireworks", "openrouter", "ollama", "vllm", "lmstudio",
+)
 STRATEGIES = ("round_robin", "weighted", "failover", "cost", "adaptive")
 OBJECTIVES = ("balanced", "latency", "cost")
 # What a model serves: "chat" (chat completions, messages) or "embeddings"; a model serves "chat" unless told.

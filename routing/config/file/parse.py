@@ -39,6 +39,7 @@ from routing.core.embeddings import EmbeddingFacts, embedding_field_problems, ta
 from routing.core.graph import check_virtual_graph
 from routing.core.probes import mode_problem
 from routing.core.table import CAPABILITIES, ENDPOINTS, PROVIDER_KINDS, STRATEGIES
+from routing.providers.openai_presets import PRESETS
 
 
 def read_config_file(path: str) -> dict[str, Any]:
@@ -159,6 +160,8 @@ def _parse_provider(chk: _Checker, path: str, entry: dict[str, Any]) -> dict[str
     if entry.get("kind") not in PROVIDER_KINDS:
         chk.add(f"{path}.kind", f"unknown kind {entry.get('kind')!r} (expected {', '.join(PROVIDER_KINDS)})")
     base_url = entry.get("base_url")
+    if base_url is None and entry.get("kind") in PRESETS:
+        base_url = PRESETS[entry["kind"]].base_url  # a preset's own host, stored so the dump shows it
     if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
         chk.add(f"{path}.base_url", f"expected an http(s) URL, got {base_url!r}")
     if entry.get("kind") == "azure_openai" and not entry.get("api_version"):
