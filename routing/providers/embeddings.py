@@ -142,6 +142,10 @@ def build_embeddings_request(provider: ProviderSpec, model: ModelSpec, request: 
     if entry is None:
         raise CapabilityError("embeddings", f"the {provider.kind} provider format has no embeddings endpoint in "
                                             "the gateway", "model")
+    if request.dimensions is not None and model.dimensions is not None and request.dimensions > model.dimensions:
+        # Models shorten their vectors (Matryoshka embeddings) but never lengthen them.
+        raise CapabilityError("dimensions", f"dimensions: {model.name} makes vectors of at most {model.dimensions} "
+                                            f"dimensions, {request.dimensions} were asked for", "dimensions")
     return entry[0](provider, model, request, api_key)
 
 

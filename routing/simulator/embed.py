@@ -42,6 +42,8 @@ from routing.simulator.routes import GEMINI, Route
 from routing.simulator.state import SimulatorState
 from routing.simulator.wire.base import INVALID_JSON, INVALID_REQUEST, MODEL_NOT_FOUND, Problem, RenderContext
 
+MAX_DIMENSIONS = 16_384  # beyond any real model's vectors; a larger request is refused, not computed
+
 
 def embedding_vector(model: str, text: str, dimensions: int) -> list[float]:
     """A unit vector of ``dimensions`` numbers derived from ``model`` and ``text`` alone."""
@@ -97,6 +99,9 @@ def _gemini_inputs(body: dict[str, Any]) -> tuple[list[str], int | None] | Probl
                 return Problem(INVALID_REQUEST, 400, message="outputDimensionality must be a positive integer.",
                                param=f"requests[{i}].outputDimensionality")
             size = wanted
+    if size is not None and size > MAX_DIMENSIONS:
+        return Problem(INVALID_REQUEST, 400, message=f"outputDimensionality must be at most {MAX_DIMENSIONS}.",
+                       param="requests[0].outputDimensionality")
     return texts, size
 
 
@@ -199,7 +204,7 @@ def _admit(exchange: Exchange, route: Route, body: Any, *, parsed: bool, too_lar
     if isinstance(inputs, Problem):
         return inputs
     size = body.get("dimensions")
-    if size is not None and (not isinstance(size, int) or isinstance(size, bool) or size < 1):
+    if size is not None and (not isinstance(size, int) or isinstance(size, bool) or not 1 <= size <= MAX_DIMENSIONS):
         return Problem(INVALID_REQUEST, 400, message="'dimensions' must be a positive integer.", param="dimensions")
     encoding = body.get("encoding_format") or "float"
     if encoding not in ("float", "base64"):

@@ -18,8 +18,11 @@ import anthropic
 import openai
 import psycopg
 import pytest
+import schemathesis
 import yaml
+from hypothesis import HealthCheck, Phase, given, settings
 from psycopg.rows import dict_row
+from schemathesis.generation import GenerationMode
 
 from routing.simulator.embed import embedding_vector
 from routing.simulator.server import SimulatorServer
@@ -137,3 +140,35 @@ def test_count_tokens_elsewhere_is_a_marked_estimate(claude: anthropic.Anthropic
         model="oa/oa-model", messages=[{"role": "user", "content": "x" * 400}])
     assert raw.parse().input_tokens == 100
     assert raw.headers["x-gomodel-token-count"] == "estimate"
+
+
+FUZZED_MODELS = ["oa/oa-embed", "ge/ge-embed", "embed-pool", "oa/oa-model", "an/an-model", "no-such-model"]
+
+
+def fuzz_spec() -> dict[str, Any]:
+    spec = yaml.safe_load((Path(__file__).resolve().parents[2] / "routing" / "api" / "openapi.yaml").read_text())
+    for name in ("EmbeddingsRequest", "CountTokensRequest"):
+        spec["components"]["schemas"][name]["properties"]["model"] = {"type": "string", "enum": FUZZED_MODELS}
+    spec["components"]["parameters"]["Deadline"]["schema"] = {"type": "integer", "minimum": 10000, "maximum": 60000}
+    return spec
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE], ids=["valid", "invalid"])
+@pytest.mark.parametrize("path", ["/v1/embeddings", "/v1/messages/count_tokens"])
+def test_no_input_gets_a_server_error(embed_gateway: Gateway, path: str, mode: GenerationMode) -> None:
+    operation = schemathesis.openapi.from_dict(fuzz_spec())[path]["POST"]
+    seen: list[int] = []
+
+    @given(operation.as_strategy(generation_mode=mode))
+    @settings(max_examples=40, deadline=None, database=None, phases=[Phase.explicit, Phase.generate],
+              suppress_health_check=list(HealthCheck))
+    def fuzz(case: Any) -> None:
+        response = case.call(base_url=embed_gateway.base_url, timeout=30)
+        seen.append(response.status_code)
+        assert response.status_code < 500, f"{response.status_code}: {response.text[:300]}\n{case.as_curl_command()}"
+        if response.status_code >= 400:
+            assert "error" in response.json()  # always the client's error envelope, never a traceback
+
+    fuzz()
+    assert seen

@@ -126,3 +126,10 @@ def test_count_tokens_sends_only_the_fields_the_endpoint_takes() -> None:
     assert parse_count_tokens(b'{"input_tokens": 12}') == 12
     with pytest.raises(MalformedResponse):
         parse_count_tokens(b'{"tokens": 12}')
+
+
+def test_more_dimensions_than_the_model_makes_are_refused_before_sending() -> None:
+    with pytest.raises(CapabilityError) as refused:
+        build_embeddings_request(OPENAI, MODEL, request(input="a", dimensions=5), "k")
+    assert refused.value.param == "dimensions"
+    assert build_embeddings_request(OPENAI, MODEL, request(input="a", dimensions=4), "k").json["dimensions"] == 4

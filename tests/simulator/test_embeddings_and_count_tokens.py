@@ -40,6 +40,7 @@ def test_openai_dimensions_and_base64(client: httpx.Client) -> None:
     ({"model": "gpt-test"}, "input"),
     ({"model": "gpt-test", "input": [1.5]}, "input"),
     ({"model": "gpt-test", "input": "x", "dimensions": 0}, "dimensions"),
+    ({"model": "gpt-test", "input": "x", "dimensions": 10**17}, "dimensions"),
     ({"model": "gpt-test", "input": "x", "encoding_format": "int8"}, "encoding_format"),
 ])
 def test_openai_refuses_a_bad_body_naming_the_param(client: httpx.Client, body: dict[str, object], param: str) -> None:
