@@ -25,12 +25,14 @@ from typing import Literal
 
 from routing.core.health import COOLING, TargetHealth
 from routing.core.outcome import AttemptOutcome
+from routing.core.table import OPENAI_PRESET_KINDS
 
 ProbeMode = Literal["models", "completion", "off"]
 PROBE_MODES: tuple[ProbeMode, ...] = ("models", "completion", "off")
-# Provider kinds whose models endpoint proves one model: OpenAI's listing, Anthropic's and Gemini's model lookup.
-# Azure OpenAI's listing names base models, not the deployment a request goes to, so it proves nothing there.
-MODELS_PROBE_KINDS = frozenset({"openai", "anthropic", "gemini"})
+# Provider kinds whose models endpoint proves one model: OpenAI's listing (the presets' too), Anthropic's and
+# Gemini's model lookup. Azure OpenAI's listing names base models, not the deployment a request goes to, so it
+# proves nothing there. Cohere is proved by a one-token completion.
+MODELS_PROBE_KINDS = frozenset({"openai", "anthropic", "gemini", *OPENAI_PRESET_KINDS})
 
 ProbeReason = Literal["transient", "lockout"]
 ProbeEffect = Literal["closed", "extended", "unchanged"]

@@ -16,11 +16,11 @@ from routing.core.limits import Limits, LimitScope
 from routing.core.policies import PolicySpec
 
 CAPABILITIES = ("text", "image", "audio", "file", "tools", "json_schema", "reasoning")
-# cohere: Chat v2; mistral ... lmstudio: OpenAI-compatible hosts with their own rules (routing.providers.openai_presets)
-PROVIDER_KINDS = (
-    "openai", "azure_openai", "anthropic", "gemini", "cohere",
+# OpenAI-compatible hosts with their own default URL and rules (routing.providers.openai_presets).
+OPENAI_PRESET_KINDS = (
     "mistral", "groq", "deepseek", "together", "fireworks", "openrouter", "ollama", "vllm", "lmstudio",
 )
+PROVIDER_KINDS = ("openai", "azure_openai", "anthropic", "gemini", "cohere", *OPENAI_PRESET_KINDS)
 STRATEGIES = ("round_robin", "weighted", "failover", "cost", "adaptive")
 OBJECTIVES = ("balanced", "latency", "cost")
 # What a model serves: "chat" (chat completions, messages) or "embeddings"; a model serves "chat" unless told.

@@ -6,9 +6,11 @@
 kind            request                                                     passes when
 ==============  ==========================================================  ====================================
 openai          ``GET {base_url}/models``                                   2xx and ``data[].id`` names the model
+presets         the same as openai (mistral, groq, ... lmstudio)            the same
 anthropic       ``GET {base_url}/v1/models/{model}``                        2xx with the model's ``id``
 gemini          ``GET {base_url}/v1beta/models/{model}`` (models.get)       2xx with the model's ``name``
 azure_openai    none: its listing names base models, not deployments        (``completion`` instead)
+cohere          none                                                        (``completion`` instead)
 ==============  ==========================================================  ====================================
 
 ``completion``: a one-token chat completion through the format's own adapter (so it is built exactly as a
@@ -24,6 +26,7 @@ from routing.core.table import ModelSpec, ProviderSpec
 from routing.providers import get_adapter
 from routing.providers.base import UpstreamRequest, join_url, load_json_body
 from routing.providers.errors import MalformedResponse
+from routing.providers.openai_presets import PRESETS
 
 PROBE_PROMPT = "ping"
 
@@ -33,8 +36,10 @@ def models_request(provider: ProviderSpec, model: ModelSpec, api_key: str) -> Up
     headers = get_adapter(provider.kind).headers(api_key)
     headers.pop("Content-Type", None)  # a GET carries no body
     name = quote(model.upstream, safe="")
-    if provider.kind == "openai":
-        return UpstreamRequest("GET", join_url(provider.base_url, "/models"), headers, {})
+    if provider.kind == "openai" or provider.kind in PRESETS:
+        preset = PRESETS.get(provider.kind)
+        base_url = provider.base_url or (preset.base_url if preset is not None else "")
+        return UpstreamRequest("GET", join_url(base_url, "/models"), headers, {})
     if provider.kind == "anthropic":
         return UpstreamRequest("GET", join_url(provider.base_url, f"/models/{name}", version="/v1"), headers, {})
     if provider.kind == "gemini":
@@ -52,7 +57,7 @@ def models_answer_proves(kind: str, data: bytes, model: ModelSpec) -> bool:
     body: Any = load_json_body(data)
     if not isinstance(body, dict):
         raise MalformedResponse("the models answer is not a JSON object")
-    if kind == "openai":
+    if kind == "openai" or kind in PRESETS:
         listed = body.get("data")
         if not isinstance(listed, list):
             raise MalformedResponse("the models list has no data array")
