@@ -304,8 +304,9 @@ def finish(call: Call, journey: Journey) -> None:
     """Metrics and the audit event; neither blocks the event loop."""
     elapsed = time.monotonic() - call.started
     label = journey.requested_model if call.table.kind_of(journey.requested_model) else "unknown"
-    metrics.REQUESTS.labels(call.inbound, label, str(journey.status)).inc()
-    metrics.REQUEST_DURATION.labels(call.inbound).observe(elapsed)
+    # endpoint: "openai" or "anthropic" for chat (the client's shape), else "embeddings" or "count_tokens"
+    metrics.REQUESTS.labels(call.audit_endpoint, label, str(journey.status)).inc()
+    metrics.REQUEST_DURATION.labels(call.audit_endpoint).observe(elapsed)
     metrics.ATTEMPTS_PER_REQUEST.observe(len(journey.attempts))
     if journey.answered_by is not None and journey.status == 200:
         metrics.ROUTE_LATENCY.labels(journey.answered_by.name).observe(elapsed)

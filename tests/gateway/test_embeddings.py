@@ -64,6 +64,7 @@ def call(table: RoutingTable, body: dict[str, Any], key: KeySpec | None = None) 
 
 def test_a_list_of_strings_to_an_openai_kind_provider(table: RoutingTable, embed_sim: SimulatorServer,
                                                       audit_events: list[dict[str, Any]]) -> None:
+    counted_before = support.counted("gomodel_requests_total", endpoint="embeddings", model="embed-a", status="200")
     reply = run(answer(call(table, {"model": "embed-a", "input": ["hello", "world"]})))
     assert reply.status == 200, reply.body
     body = reply.json()
@@ -79,6 +80,8 @@ def test_a_list_of_strings_to_an_openai_kind_provider(table: RoutingTable, embed
     assert sent["body"] == {"model": "embed-a", "input": ["hello", "world"], "encoding_format": "float"}
     [event] = audit_events
     assert event["endpoint"] == "embeddings"
+    after = support.counted("gomodel_requests_total", endpoint="embeddings", model="embed-a", status="200")
+    assert after == counted_before + 1
     assert event["target"] == "embed-a"
     assert event["status"] == 200
 
