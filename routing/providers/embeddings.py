@@ -6,6 +6,10 @@
     parse_embeddings_response(kind, data, request, public_model) -> EmbeddingsAnswer  # MalformedResponse
 
 - ``openai`` (and OpenAI-compatible hosts): ``POST {base_url}/embeddings``, the body as OpenAI defines it.
+- OpenAI-compatible presets with an embeddings endpoint (``mistral``, ``together``, ``fireworks``, ``ollama``,
+  ``vllm``, ``lmstudio``): the OpenAI request at the preset's base URL (no key header for a keyless local
+  server); Mistral takes ``output_dimension`` for ``dimensions`` and no ``user`` (dropped: a client hint that
+  cannot change the vectors). ``groq``, ``deepseek`` and ``openrouter`` have no embeddings endpoint here.
 - ``azure_openai``: ``POST {base_url}/openai/deployments/{upstream}/embeddings?api-version=...``, no ``model``.
 - ``gemini``: ``POST {base_url}/v1beta/models/{upstream}:batchEmbedContents``, one request per input;
   ``dimensions`` becomes ``outputDimensionality``. Gemini counts no tokens for embeddings, so the usage is the
@@ -29,6 +33,7 @@ from routing.core.table import ModelSpec, ProviderSpec
 from routing.providers.azure_adapter import DEFAULT_API_VERSION
 from routing.providers.base import UpstreamRequest, join_url, load_json_body
 from routing.providers.errors import CapabilityError, MalformedResponse
+from routing.providers.openai_presets import PRESETS
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +63,20 @@ def _openai_request(provider: ProviderSpec, model: ModelSpec, request: Embedding
     headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"}
     return UpstreamRequest("POST", join_url(provider.base_url, "/embeddings"), headers,
                            _openai_body(model, request, with_model=True))
+
+
+def _preset_request(provider: ProviderSpec, model: ModelSpec, request: EmbeddingsRequest,
+                    api_key: str) -> UpstreamRequest:
+    preset = PRESETS[provider.kind]
+    headers = {"Content-Type": "application/json"}
+    if api_key or preset.needs_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    body = _openai_body(model, request, with_model=True)
+    if provider.kind == "mistral":
+        body.pop("user", None)
+        if "dimensions" in body:
+            body["output_dimension"] = body.pop("dimensions")
+    return UpstreamRequest("POST", join_url(provider.base_url or preset.base_url, "/embeddings"), headers, body)
 
 
 def _azure_request(provider: ProviderSpec, model: ModelSpec, request: EmbeddingsRequest,
@@ -127,6 +146,8 @@ _FORMATS: dict[str, tuple[_Build, _Read]] = {
     "openai": (_openai_request, _openai_vectors),
     "azure_openai": (_azure_request, _openai_vectors),
     "gemini": (_gemini_request, _gemini_vectors),
+    **{kind: (_preset_request, _openai_vectors) for kind in ("mistral", "together", "fireworks", "ollama", "vllm",
+                                                              "lmstudio") if kind in PRESETS},
 }
 
 

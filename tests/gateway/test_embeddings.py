@@ -44,10 +44,12 @@ def table(embed_sim: SimulatorServer) -> RoutingTable:
         providers=[ProviderSpec("sim", "openai", f"{url}/v1"),
                    ProviderSpec("sim-azure", "azure_openai", url, api_keys=(Secret("sk-azure"),),
                                 api_version="2024-10-21"),
-                   ProviderSpec("sim-gemini", "gemini", url, api_keys=(Secret("sk-gemini"),))],
+                   ProviderSpec("sim-gemini", "gemini", url, api_keys=(Secret("sk-gemini"),)),
+                   ProviderSpec("sim-vllm", "vllm", f"{url}/v1")],
         models=[_embedder("embed-a", "sim"), _embedder("embed-b", "sim"),
                 _embedder("embed-azure", "sim-azure", "my-deployment"),
                 _embedder("embed-gemini", "sim-gemini", "gem-embed"),
+                _embedder("embed-vllm", "sim-vllm", "local-embed"),
                 ModelSpec(name="chat", provider="sim", upstream="chat")],
         virtual_models=[VirtualModelSpec("embed-pool", "failover", (TargetRef("embed-a"), TargetRef("embed-gemini"))),
                         VirtualModelSpec("embed-openai", "failover", (TargetRef("embed-a"), TargetRef("embed-b")))],
@@ -175,3 +177,12 @@ def test_the_key_may_only_use_its_models(table: RoutingTable) -> None:
     refused = run(answer(call(table, {"model": "embed-b", "input": "x"}, key=key)))
     assert refused.status == 403
     assert refused.error["code"] == "model_not_allowed"
+
+
+def test_an_openai_compatible_preset_serves_embeddings_without_a_key(table: RoutingTable,
+                                                                     embed_sim: SimulatorServer) -> None:
+    reply = run(answer(call(table, {"model": "embed-vllm", "input": "hello"})))
+    assert reply.status == 200, reply.body
+    assert reply.json()["data"][0]["embedding"] == embedding_vector("local-embed", "hello", 16)
+    [sent] = embed_sim.received("local-embed")
+    assert sent["auth"]["present"] is False

@@ -133,3 +133,20 @@ def test_more_dimensions_than_the_model_makes_are_refused_before_sending() -> No
         build_embeddings_request(OPENAI, MODEL, request(input="a", dimensions=5), "k")
     assert refused.value.param == "dimensions"
     assert build_embeddings_request(OPENAI, MODEL, request(input="a", dimensions=4), "k").json["dimensions"] == 4
+
+
+def test_openai_compatible_presets_use_their_base_url_and_rules() -> None:
+    mistral = ProviderSpec("m", "mistral", "")
+    built = build_embeddings_request(mistral, MODEL, request(input="a", dimensions=2, user="u"), "mk")
+    assert built.url == "https://api.mistral.ai/v1/embeddings"
+    assert built.headers["Authorization"] == "Bearer mk"
+    assert built.json == {"model": "text-embedding-3-small", "input": ["a"], "encoding_format": "float",
+                          "output_dimension": 2}
+    local = build_embeddings_request(ProviderSpec("l", "ollama", ""), MODEL, request(input="a"), "")
+    assert local.url == "http://localhost:11434/v1/embeddings"
+    assert "Authorization" not in local.headers
+    parsed = parse_embeddings_response("vllm", openai_answer([0.1], usage={"prompt_tokens": 2}), request(input="a"),
+                                       "public")
+    assert parsed.usage.input_tokens == 2
+    assert not serves_embeddings("groq")
+    assert serves_embeddings("together")
