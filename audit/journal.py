@@ -266,19 +266,17 @@ class Journal:
     def checkpoint(self, mark: Mark) -> None:
         """Every record up to ``mark`` is delivered or spooled: record that, and drop files wholly handled."""
         segment, end = mark
-        with self._lock:
+        with self._lock:  # held for the write too: a file closed meanwhile would leave its number to another
             if segment.closed or end <= segment.checkpoint:
                 return
             segment.checkpoint = end
-            done = self._segments[: self._segments.index(segment)]
-            fd = segment.fd
-        try:
-            os.pwrite(fd, CHECKPOINT.pack(end), CHECKPOINT_AT)
-        except OSError as exc:  # a stale checkpoint only means a second delivery after a crash
-            log.warning("audit journal: cannot write the checkpoint of %s (%s)", segment.path.name, exc)
-        # The publisher handles its buffer in order: every record of an older file was handled before this one.
-        for older in done:
-            older.checkpoint = older.size
+            # The publisher handles its buffer in order: every record of an older file was handled before.
+            for older in self._segments[: self._segments.index(segment)]:
+                older.checkpoint = older.size
+            try:
+                os.pwrite(segment.fd, CHECKPOINT.pack(end), CHECKPOINT_AT)
+            except OSError as exc:  # a stale checkpoint only means a second delivery after a crash
+                log.warning("audit journal: cannot write the checkpoint of %s (%s)", segment.path.name, exc)
         self._drop_handled()
 
     def close(self, *, remove: bool) -> None:
@@ -287,10 +285,11 @@ class Journal:
         with self._lock:
             self._closed = True
             self._active = None
-            segments, self._segments = self._segments, []
+            segments = [s for s in self._segments if _mark_closed(s)]
+            self._segments = []
             self._retained = 0
         for segment in segments:
-            self._release(segment, remove=remove)
+            _dispose(segment, remove=remove)
         _OPEN_JOURNALS.discard(self)
 
     def owns(self, path: Path) -> bool:
@@ -322,15 +321,13 @@ class Journal:
             log.warning("audit journal: writing to %s again", self.directory)
         self._open_failing = False
         with self._lock:
-            if self._closed:
-                closing = True
-            else:
-                closing = False
+            closing = self._closed
+            if not closing:
                 self._segments.append(segment)
                 self._active = segment
                 self._retained += segment.size
         if closing:
-            self._release(segment, remove=True)
+            _dispose(segment, remove=True)
         self._drop_handled()
 
     def _create(self) -> Segment:
@@ -358,18 +355,9 @@ class Journal:
             for segment in done:
                 self._segments.remove(segment)
                 self._retained -= segment.size
+                _mark_closed(segment)
         for segment in done:
-            self._release(segment, remove=True)
-
-    def _release(self, segment: Segment, *, remove: bool) -> None:
-        if segment.closed:
-            return
-        segment.closed = True
-        if remove:
-            # Unlinked before the lock goes with the close: no other process can claim a file being deleted.
-            segment.path.unlink(missing_ok=True)
-        with contextlib.suppress(OSError):
-            os.close(segment.fd)
+            _dispose(segment, remove=True)
 
     def _forget_after_fork(self) -> None:
         """A forked child does not own its parent's files: close its copies (the parent's lock stays)."""
@@ -380,6 +368,23 @@ class Journal:
                     os.close(segment.fd)
         self._segments, self._active, self._closed = [], None, True
         self._lock = threading.Lock()  # another thread of the parent may have held it at the fork
+
+
+def _mark_closed(segment: Segment) -> bool:
+    """Mark ``segment`` closed (under the journal's lock, so no write or checkpoint uses it after); False if it was."""
+    if segment.closed:
+        return False
+    segment.closed = True
+    return True
+
+
+def _dispose(segment: Segment, *, remove: bool) -> None:
+    """Delete (when ``remove``) and close a segment already marked closed."""
+    if remove:
+        # Unlinked before the lock goes with the close: no other process can claim a file being deleted.
+        segment.path.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        os.close(segment.fd)
 
 
 _OPEN_JOURNALS: weakref.WeakSet[Journal] = weakref.WeakSet()
