@@ -106,11 +106,19 @@ def _gemini_request(provider: ProviderSpec, model: ModelSpec, request: Embedding
     return UpstreamRequest("POST", url, headers, {"requests": entries})
 
 
+_NUMBERS = frozenset({int, float})  # JSON numbers; ``type() in``, not isinstance: a bool is not a number here
+
+
 def _vector(value: Any, where: str) -> list[float]:
-    if not isinstance(value, list) or not value or not all(
-            isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in value):
+    """The vector as it came, once every entry is a finite number (this runs over every float of the answer).
+
+    The sum is finite exactly when every entry is (an infinity or a NaN carries through; unit-length
+    vectors cannot overflow), which costs one C loop instead of a check per entry.
+    """
+    if type(value) is not list or not value or not all(type(x) in _NUMBERS for x in value) \
+            or not math.isfinite(sum(value)):
         raise MalformedResponse(f"{where} is not a list of finite numbers")
-    return [float(x) for x in value]
+    return value
 
 
 def _openai_vectors(data: Any, count: int) -> tuple[list[list[float]], Usage | None]:
@@ -170,6 +178,10 @@ def build_embeddings_request(provider: ProviderSpec, model: ModelSpec, request: 
     return entry[0](provider, model, request, api_key)
 
 
+def _as_is(vector: list[float]) -> list[float]:
+    return vector
+
+
 def parse_embeddings_response(kind: str, data: bytes, request: EmbeddingsRequest,
                               public_model: str) -> EmbeddingsAnswer:
     """The client's OpenAI-shaped answer from a 2xx body; MalformedResponse when it cannot be read."""
@@ -178,7 +190,7 @@ def parse_embeddings_response(kind: str, data: bytes, request: EmbeddingsRequest
     estimated = usage is None
     if usage is None:
         usage = Usage(input_tokens=request.estimated_tokens())
-    encode: Callable[[list[float]], Any] = encode_base64 if request.encoding_format == "base64" else list
+    encode: Callable[[list[float]], Any] = encode_base64 if request.encoding_format == "base64" else _as_is
     body = {
         "object": "list",
         "data": [{"object": "embedding", "index": i, "embedding": encode(vector)} for i, vector in enumerate(vectors)],

@@ -105,6 +105,9 @@ def test_gemini_answer_becomes_openai_with_an_estimated_usage() -> None:
     ("openai", json.dumps({"data": [{"index": 0, "embedding": [0.1]}, {"index": 0, "embedding": [0.2]}]}).encode()),
     ("openai", json.dumps({"data": [{"index": 0, "embedding": [0.1]}, {"index": 1, "embedding": ["x"]}]}).encode()),
     ("openai", json.dumps({"data": [{"index": 0, "embedding": [0.1]}, {"index": 1, "embedding": []}]}).encode()),
+    ("openai", b'{"data": [{"index": 0, "embedding": [0.1]}, {"index": 1, "embedding": [NaN]}]}'),
+    ("openai", b'{"data": [{"index": 0, "embedding": [0.1]}, {"index": 1, "embedding": [1, -Infinity]}]}'),
+    ("openai", json.dumps({"data": [{"index": 0, "embedding": [0.1]}, {"index": 1, "embedding": [True]}]}).encode()),
     ("gemini", json.dumps({"embeddings": [{"values": [1]}]}).encode()),
     ("gemini", json.dumps({"embeddings": [{"values": [1]}, {"nothing": 1}]}).encode()),
 ])
