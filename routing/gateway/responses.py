@@ -163,7 +163,7 @@ async def stream_response(
             yield b""  # taken by stream_response: the clean-up below is armed from here on
             # The frames of one upstream read go out as one piece: one send to the client per read rather
             # than one per event (an instant provider's whole answer often arrives in a single read).
-            if translator.complete:
+            if translator.ended:
                 settle(None)
             yield remember(b"".join(live.first_frames))
             try:
@@ -171,7 +171,7 @@ async def stream_response(
                 async for chunk in live.chunks:
                     frames_of_read = feed(chunk)
                     if frames_of_read:
-                        if booking.settled is None and translator.complete:
+                        if booking.settled is None and translator.ended:
                             settle(None)
                         yield remember(b"".join(frames_of_read))
                 last_frames = translator.finish()
@@ -228,7 +228,9 @@ class _StreamBooking:
 
     A complete stream is settled before the frames that complete it are sent, so that its audit event is
     journaled (audit/journal.py) before the client has the whole answer: a gateway killed after that loses no
-    revision of it. Any other stream is settled when it ends, fails or the client goes away."""
+    revision of it. "Complete" is the upstream's end marker (``translator.ended``: usage and answer are in),
+    or the end of the upstream body for a stream that is complete without one. Any other stream is settled
+    when it ends, fails or the client goes away."""
 
     def __init__(self, call: Call, journey: Journey, record: AttemptRecord, model: ModelSpec, live: LiveStream,
                  rules: ValidationRules, health: TargetHealth, probe: bool) -> None:

@@ -62,6 +62,12 @@ class StreamTranslator:
         return self._decoder.complete and self._decoder.failure is None
 
     @property
+    def ended(self) -> bool:
+        """The upstream's own end marker arrived and no error: nothing the answer or its usage needs is still to
+        come. (``complete`` can be true earlier: an OpenAI stream with a finish reason, before its usage chunk.)"""
+        return self._decoder.done and self._decoder.failure is None
+
+    @property
     def failure(self) -> StreamFailure | None:
         """The error the upstream reported mid-stream, if any."""
         return self._decoder.failure
