@@ -146,3 +146,31 @@ def test_a_stream_error_is_a_message_end_with_finish_reason_error(sim: Simulator
     assert stream[-1][0] == "message-end"
     assert stream[-1][1]["delta"]["finish_reason"] == "ERROR"
     assert stream[-1][1]["delta"]["error"]
+
+
+def test_a_stream_cut_drops_the_connection_before_message_end(sim: SimulatorServer, client: httpx.Client) -> None:
+    sim.set_fault("m", {"kind": "stream_cut", "after_chunks": 1})
+
+    with client.stream("POST", "/v2/chat", json=body(stream=True), headers=HEADERS) as response:
+        received = b""
+        try:
+            for piece in response.iter_bytes():
+                received += piece
+        except httpx.HTTPError:
+            pass  # the connection was dropped mid-body, as the fault intends
+
+    assert b"event: message-start" in received
+    assert b"event: message-end" not in received
+
+
+def test_a_malformed_json_answer_is_not_json(sim: SimulatorServer, client: httpx.Client) -> None:
+    sim.set_fault("m", {"kind": "malformed_json"})
+
+    response = client.post("/v2/chat", json=body(), headers=HEADERS)
+
+    assert response.status_code == 200
+    try:
+        json.loads(response.content)
+    except ValueError:
+        return
+    raise AssertionError("the answer parsed as JSON")
