@@ -151,7 +151,8 @@ def _embeddings_result(spec: AttemptSpec, request: EmbeddingsRequest, data: byte
                        ttfb: float | None) -> AttemptResult:
     """A 2xx embeddings answer: vectors are either all there and numeric, or the attempt is a malformed one."""
     try:
-        parsed = parse_embeddings_response(spec.provider.kind, data, request, spec.model.name)
+        parsed = parse_embeddings_response(spec.provider.kind, data, request, spec.model.name,
+                                           dimensions=request.dimensions or spec.model.dimensions)
     except MalformedResponse:
         outcome = AttemptOutcome.failure(ErrorClass.INVALID_RESPONSE, "malformed", status=status, latency_s=latency)
         return AttemptResult(outcome, verdict=Verdict(ok=False, reason="malformed"), ttfb_s=ttfb)

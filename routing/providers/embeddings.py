@@ -182,11 +182,16 @@ def _as_is(vector: list[float]) -> list[float]:
     return vector
 
 
-def parse_embeddings_response(kind: str, data: bytes, request: EmbeddingsRequest,
-                              public_model: str) -> EmbeddingsAnswer:
-    """The client's OpenAI-shaped answer from a 2xx body; MalformedResponse when it cannot be read."""
+def parse_embeddings_response(kind: str, data: bytes, request: EmbeddingsRequest, public_model: str, *,
+                              dimensions: int | None = None) -> EmbeddingsAnswer:
+    """The client's OpenAI-shaped answer from a 2xx body; MalformedResponse when it cannot be read, or when a
+    vector is not of ``dimensions`` numbers (the size asked for, else the model's): a vector of another size
+    is not comparable with the rest, so the attempt fails like any invalid answer and may fall back."""
     read = _FORMATS[kind][1]
     vectors, usage = read(load_json_body(data), len(request.inputs))
+    if dimensions is not None and any(len(vector) != dimensions for vector in vectors):
+        sizes = sorted({len(vector) for vector in vectors})
+        raise MalformedResponse(f"vectors of {sizes} numbers where {dimensions} were expected")
     estimated = usage is None
     if usage is None:
         usage = Usage(input_tokens=request.estimated_tokens())

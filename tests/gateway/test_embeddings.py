@@ -186,3 +186,18 @@ def test_an_openai_compatible_preset_serves_embeddings_without_a_key(table: Rout
     assert reply.json()["data"][0]["embedding"] == embedding_vector("local-embed", "hello", 16)
     [sent] = embed_sim.received("local-embed")
     assert sent["auth"]["present"] is False
+
+
+def test_a_target_answering_vectors_of_another_size_is_replaced(table: RoutingTable, embed_sim: SimulatorServer,
+                                                                audit_events: list[dict[str, Any]]) -> None:
+    narrow = ModelSpec(name="embed-narrow", provider="sim", upstream="narrow", endpoints=frozenset({"embeddings"}),
+                       dimensions=32, family="sim-embed")  # the simulator answers 16 numbers: a misconfiguration
+    both = RoutingTable.build(version=2, providers=list(table.providers.values()),
+                              models=[*table.models.values(), narrow],
+                              virtual_models=[VirtualModelSpec("mixed", "failover",
+                                                               (TargetRef("embed-narrow"), TargetRef("embed-b")))])
+    reply = run(answer(call(both, {"model": "mixed", "input": "hello"})))
+    assert reply.status == 200, reply.body
+    assert reply.headers["X-GoModel-Target"] == "embed-b"
+    [event] = audit_events
+    assert [(a["target"], a["reason"]) for a in event["attempts"]] == [("embed-narrow", "malformed"), ("embed-b", "ok")]

@@ -153,3 +153,11 @@ def test_openai_compatible_presets_use_their_base_url_and_rules() -> None:
     assert parsed.usage.input_tokens == 2
     assert not serves_embeddings("groq")
     assert serves_embeddings("together")
+
+
+def test_a_vector_of_another_size_than_expected_is_refused() -> None:
+    data = openai_answer([0.1, 0.2], [0.3, 0.4, 0.5], usage={"prompt_tokens": 1})
+    with pytest.raises(MalformedResponse):
+        parse_embeddings_response("openai", data, request(input=["a", "b"]), "public", dimensions=2)
+    fitting = openai_answer([0.1, 0.2], [0.3, 0.4], usage={"prompt_tokens": 1})
+    assert parse_embeddings_response("openai", fitting, request(input=["a", "b"]), "public", dimensions=2).usage
