@@ -12,6 +12,7 @@ import pytest
 
 from routing.core.embeddings import parse_embeddings_request
 from routing.core.features import extract_features
+from routing.core.limits import Limits
 from routing.core.table import KeySpec, ModelSpec, ProviderSpec, RoutingTable, Secret, TargetRef, VirtualModelSpec
 from routing.gateway.records import Call
 from routing.simulator import SimulatorServer
@@ -201,3 +202,20 @@ def test_a_target_answering_vectors_of_another_size_is_replaced(table: RoutingTa
     assert reply.headers["X-GoModel-Target"] == "embed-b"
     [event] = audit_events
     assert [(a["target"], a["reason"]) for a in event["attempts"]] == [("embed-narrow", "malformed"), ("embed-b", "ok")]
+
+
+def test_key_limits_count_embeddings_requests_and_their_tokens(table: RoutingTable, embed_sim: SimulatorServer,
+                                                               audit_events: list[dict[str, Any]]) -> None:
+    limited = KeySpec(id=41, name="embed-limited", secret_hash="embed-limited", limits=Limits(rpm=2))
+
+    async def scenario() -> list[Any]:
+        return [await answer(call(table, {"model": "embed-a", "input": ["hello", "world"]}, key=limited))
+                for _ in range(3)]
+
+    first, second, third = run(scenario())
+    assert (first.status, second.status, third.status) == (200, 200, 429)
+    assert first.headers["x-ratelimit-remaining-requests"] == "1"
+    assert third.error["code"] == "rate_limit_exceeded"
+    assert len(embed_sim.received("embed-a")) == 2  # the refused request never went upstream
+    assert audit_events[-1]["limit"] == "key:rpm"
+    assert audit_events[0]["attempts"][0]["usage"]["input_tokens"] == 4  # the provider's count, for tpm and budgets
