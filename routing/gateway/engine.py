@@ -186,8 +186,10 @@ async def _plan(call: Call, journey: Journey, target: str, contract: EffectiveCo
     below = _virtual_models_below(target, table)
     affine = [name for name in below if table.virtual_models[name].session_affinity]
     # Session keeping and the warm-cache bonus only matter when there is a choice to make: a request for a
-    # concrete model skips session detection altogether.
-    if below:
+    # concrete model skips session detection altogether. Embeddings have neither conversation nor prompt cache;
+    # keeping their "session" (every request of a key looks alike) would pin all of a key's embeddings to one
+    # target of a balancing virtual model.
+    if below and call.embeddings is None:
         session = call.session
         now = time.monotonic()
         warm = state.warm.get(session.value, now)

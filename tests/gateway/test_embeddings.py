@@ -219,3 +219,17 @@ def test_key_limits_count_embeddings_requests_and_their_tokens(table: RoutingTab
     assert len(embed_sim.received("embed-a")) == 2  # the refused request never went upstream
     assert audit_events[-1]["limit"] == "key:rpm"
     assert audit_events[0]["attempts"][0]["usage"]["input_tokens"] == 4  # the provider's count, for tpm and budgets
+
+
+def test_embeddings_are_spread_over_an_adaptive_pool_not_pinned_to_a_session(table: RoutingTable) -> None:
+    # Every embeddings request of a key looks alike to session detection; kept as a session, the pool's first
+    # pick would take them all.
+    pool = RoutingTable.build(version=3, providers=list(table.providers.values()), models=list(table.models.values()),
+                              virtual_models=[VirtualModelSpec("spread", "adaptive",
+                                                               (TargetRef("embed-a"), TargetRef("embed-b")))])
+
+    async def scenario() -> set[str]:
+        replies = [await answer(call(pool, {"model": "spread", "input": "same text"})) for _ in range(12)]
+        return {reply.headers["X-GoModel-Target"] for reply in replies}
+
+    assert run(scenario()) == {"embed-a", "embed-b"}
