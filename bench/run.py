@@ -42,6 +42,7 @@ from harness.configs import (
     model_for,
     simulator_config,
 )
+from harness.embeddings import run_embeddings
 from harness.loadruns import Endpoints, LoadRow, run_matrix, warm_up
 from harness.machine import machine_info, raise_file_limit
 from harness.meter import Meter
@@ -51,7 +52,7 @@ from harness.streams import hold_streams
 from harness.summary import build_summary, summary_from_file
 from harness.wrk import INSTALL_HINT, fixed_body_script, run_wrk, wrk_path
 
-PHASES = ("micro", "load", "reference", "profile", "streams", "soak", "broker")
+PHASES = ("micro", "load", "embeddings", "reference", "profile", "streams", "soak", "broker")
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 
@@ -225,6 +226,13 @@ class Bench:
         self.rows.extend(rows)
         self.gateway_requests += sum(r.wrk.requests for r in rows if r.route != "direct")
 
+    def phase_embeddings(self) -> None:
+        log(f"\n== embeddings (16 texts x 256 floats a request), {self.args.seconds:g}s each")
+        rows = run_embeddings(self.meter(), self.endpoints(), concurrencies=self.args.concurrencies,
+                              seconds=self.args.seconds, progress=log)
+        self.results["embeddings"] = rows
+        self.gateway_requests += sum(r["wrk"]["requests"] for r in rows if r["route"] == "gateway")
+
     def phase_profile(self) -> None:
         self.profile_with_py_spy()
         self.profile_in_process()
@@ -345,7 +353,7 @@ class Bench:
 def run(args: argparse.Namespace) -> int:
     started_at = time.strftime("%Y-%m-%d %H:%M:%S %Z")
     limits = raise_file_limit()
-    if wrk_path() is None and args.phases & {"load", "reference", "profile", "soak", "broker"}:
+    if wrk_path() is None and args.phases & {"load", "embeddings", "reference", "profile", "soak", "broker"}:
         log(INSTALL_HINT)
         return 2
     work_dir = Path(tempfile.mkdtemp(prefix="gomodel-bench-"))
@@ -362,17 +370,19 @@ def run(args: argparse.Namespace) -> int:
     try:
         if "micro" in args.phases:
             bench.phase_micro()
-        needs_servers = args.phases & {"load", "reference", "profile", "streams", "soak", "broker"}
+        needs_servers = args.phases & {"load", "embeddings", "reference", "profile", "streams", "soak", "broker"}
         if needs_servers:
             bench.start_simulator()
             bench.prepare_database()
-        if args.phases & {"load", "reference", "profile", "streams", "soak"}:
+        if args.phases & {"load", "embeddings", "reference", "profile", "streams", "soak"}:
             bench.start_gateway(broker=False)
             if "reference" in args.phases:
                 bench.phase_reference()
             if "load" in args.phases:
                 bench.phase_load(setup="in-process audit", profiles=list(PROFILES), streams=[False, True],
                                  routes=list(ROUTES))
+            if "embeddings" in args.phases:
+                bench.phase_embeddings()
             if "profile" in args.phases:
                 bench.phase_profile()
             if "streams" in args.phases:

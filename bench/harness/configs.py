@@ -9,7 +9,8 @@ Two latency profiles, each reachable three ways, so a row "through the gateway" 
 
 The alias path adds everything the product does on top of proxying: classification, the session pin, the
 adaptive pick over two targets and its health bookkeeping. ``slowstream`` is the model for the slow-stream
-test: one chunk a second.
+test: one chunk a second. ``embed`` (``sim/embed`` through the gateway) is the embedding model of the
+embeddings rows: a batch of 16 short texts, 256 numbers a vector, floats.
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ from typing import Any
 import yaml
 
 SIM_KEY_VARIABLE = "BENCH_SIM_KEY"
+EMBED_MODEL = "embed"
+EMBED_DIMENSIONS = 256
+EMBED_BATCH = 16
 CHUNKS = 20  # content chunks per streamed answer
 REPLY_TOKENS = 60  # ~240 characters: enough for 20 chunks
 
@@ -65,6 +69,7 @@ def simulator_config(*, slow_stream_chunks: int) -> dict[str, Any]:
         models[profile.direct_model + "-b"] = behaviour
     models[SLOW_STREAM_MODEL] = {"ttfb_ms": 0, "chunk_count": slow_stream_chunks, "chunk_interval_ms": 1000,
                                  "reply_tokens": slow_stream_chunks * 4}
+    models[EMBED_MODEL] = {"dimensions": EMBED_DIMENSIONS, "input_price": 0.02}
     # A small record ring: the simulator keeps the last requests for inspection, which the benchmark never reads.
     return {"seed": 1, "record_limit": 100, "models": models}
 
@@ -83,6 +88,8 @@ def gateway_config(simulator_url: str) -> dict[str, Any]:
         virtual_models.append({"source": virtual, "strategy": "adaptive", "targets": targets})
         tier_routes[profile.alias] = {"easy": virtual, "hard": profile.concrete_model + "-b"}
     models.append({"provider": "sim", "upstream": SLOW_STREAM_MODEL, "input_price": 0.15, "output_price": 0.60})
+    models.append({"provider": "sim", "upstream": EMBED_MODEL, "input_price": 0.02, "endpoints": ["embeddings"],
+                   "dimensions": EMBED_DIMENSIONS, "family": "bench-embedding"})
     return {
         "providers": [{"name": "sim", "kind": "openai", "base_url": f"{simulator_url}/v1",
                        "api_key": "${" + SIM_KEY_VARIABLE + "}"}],
@@ -115,3 +122,10 @@ def chat_body(model: str, *, stream: bool, question: str = QUESTION) -> dict[str
 
 def chat_json(model: str, *, stream: bool) -> str:
     return json.dumps(chat_body(model, stream=stream), separators=(",", ":"))
+
+
+def embeddings_json(model: str) -> str:
+    """An embeddings request: a batch of short shop texts, floats back."""
+    texts = [f"Order {48213 + i}: where is my parcel? It was supposed to arrive on Tuesday."
+             for i in range(EMBED_BATCH)]
+    return json.dumps({"model": model, "input": texts, "encoding_format": "float"}, separators=(",", ":"))
