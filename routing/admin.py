@@ -20,6 +20,7 @@ from routing.config import graph_check, versioning
 from routing.core.categories import CATEGORIES
 from routing.core.embeddings import embedding_field_problems
 from routing.core.table import CAPABILITIES, ENDPOINTS
+from routing.providers.embeddings import serves_embeddings
 
 
 class VersionedAdmin(admin.ModelAdmin):
@@ -147,6 +148,9 @@ class ProviderModelForm(forms.ModelForm):
         if not data.get("endpoints"):
             data["endpoints"] = ["chat"]
         problems = embedding_field_problems(data["endpoints"], data.get("dimensions"), data.get("family") or "")
+        if "embeddings" in data["endpoints"] and provider and not serves_embeddings(provider.kind):
+            problems.setdefault("endpoints", f"the provider {provider.name} ({provider.kind}) has no embeddings "
+                                             "endpoint the gateway can call")
         if problems:
             raise ValidationError(problems)
         return data

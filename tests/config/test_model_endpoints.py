@@ -118,3 +118,14 @@ def test_a_virtual_model_mixing_vector_spaces_is_refused_naming_the_field(tmp_pa
                          author="test")
     assert any(p.startswith(f"virtual_models[0].targets: {field}:") for p in refused.value.problems), \
         refused.value.problems
+
+
+def test_an_embedding_model_on_a_kind_without_embeddings_is_refused(tmp_path: Path) -> None:
+    data = config()
+    data["providers"].append({"name": "claude", "kind": "anthropic", "base_url": "http://127.0.0.1:1",
+                              "api_key": "${OPENAI_API_KEY}"})
+    data["models"].append(embedder("x", provider="claude"))
+    with pytest.raises(ConfigError) as refused:
+        load_config_file(write(tmp_path, data), author="test")
+    assert any(p.startswith('models[1].endpoints: the provider "claude" (anthropic) has no embeddings')
+               for p in refused.value.problems), refused.value.problems

@@ -79,3 +79,12 @@ def test_a_virtual_model_over_two_embedding_families_is_refused(admin_client: Cl
     assert b"family" in response.content
     assert b"different embedding families" in response.content
     assert not m.VirtualModel.objects.exists()
+
+
+def test_an_embedding_model_on_a_kind_without_embeddings_is_refused(admin_client: Client) -> None:
+    claude = m.Provider.objects.create(name="claude", kind="anthropic", base_url="http://127.0.0.1:1")
+    response = admin_client.post("/admin/routing/providermodel/add/", model_post(
+        claude, endpoints=["embeddings"], dimensions="8", family="f"))
+    assert response.status_code == 200, "the form was accepted but should have been refused"
+    errors = {k: list(v) for k, v in response.context["adminform"].form.errors.items()}
+    assert any("has no embeddings endpoint" in e for e in errors["endpoints"]), errors

@@ -39,6 +39,7 @@ from routing.core.embeddings import EmbeddingFacts, embedding_field_problems, ta
 from routing.core.graph import check_virtual_graph
 from routing.core.probes import mode_problem
 from routing.core.table import CAPABILITIES, ENDPOINTS, PROVIDER_KINDS, STRATEGIES
+from routing.providers.embeddings import serves_embeddings
 from routing.providers.openai_presets import PRESETS
 
 
@@ -113,6 +114,7 @@ def parse_config(data: Mapping[str, Any]) -> dict[str, Any]:
     _check_names_and_graph(chk, model_names, virtual, routes)
     if not chk.problems:  # the graph is sound: the leaves of each virtual model can be walked
         _check_embedding_targets(chk, models_out, virtual)
+        _check_embedding_providers(chk, models_out, providers)
     _check_category_routes(chk, category_routes, model_names, virtual, routes)
 
     if chk.problems:
@@ -403,6 +405,18 @@ def _check_category_routes(chk: _Checker, category_routes: dict[str, Any], model
     )
     check_names_against_routes(chk, category_routes, named={
         "models": sorted(models_), "virtual_models": sorted(sources), "tier_routes": list(routes)})
+
+
+def _check_embedding_providers(chk: _Checker, models_out: list[dict[str, Any]],
+                               providers: list[dict[str, Any]]) -> None:
+    """An embedding model is on a provider kind the gateway can send embeddings to."""
+    kinds = dict(m.Provider.objects.values_list("name", "kind"))
+    kinds.update({p["name"]: p.get("kind") for p in providers})
+    for i, entry in enumerate(models_out):
+        kind = kinds.get(entry["provider"])
+        if "embeddings" in entry.get("endpoints", ()) and kind is not None and not serves_embeddings(kind):
+            chk.add(f"models[{i}].endpoints", f'the provider "{entry["provider"]}" ({kind}) has no embeddings '
+                                              f"endpoint the gateway can call")
 
 
 def _check_embedding_targets(chk: _Checker, models_out: list[dict[str, Any]], virtual: list[dict[str, Any]]) -> None:
