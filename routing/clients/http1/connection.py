@@ -49,6 +49,11 @@ class Connection(asyncio.Protocol):
         self.response: UpstreamResponse | None = None
         self._parser: httptools.HttpResponseParser | None = None
         self._waiter: asyncio.Future[None] | None = None
+        # One timer serves every wait of the connection: a wait only moves the deadline, and the timer, when it
+        # fires early, re-arms for what is left. A stream's chunks then cost no timer each (see ``wait``).
+        self._wait_deadline = 0.0
+        self._wait_message = ""
+        self._timer: asyncio.TimerHandle | None = None
         self._failure: TransportFailure | None = None
         self._write_paused = False
         self._drained: asyncio.Future[None] | None = None
@@ -212,20 +217,32 @@ class Connection(asyncio.Protocol):
         if self._failure is not None:
             raise self._failure
         waiter = self._waiter = self.loop.create_future()
-        timer = self.loop.call_later(max(timeout, 0.0), self._on_timeout, waiter, message)
+        deadline = self.loop.time() + max(timeout, 0.0)
+        self._wait_deadline, self._wait_message = deadline, message
+        # A timer already armed for this deadline or an earlier one stays: when it fires before the deadline it
+        # re-arms for the rest. Only a deadline earlier than the armed one needs a new timer.
+        if self._timer is None or self._timer.when() > deadline:
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer = self.loop.call_at(deadline, self._on_timer)
         try:
             await waiter
         finally:
-            timer.cancel()
             self._waiter = None
         if self._failure is not None:
             raise self._failure
 
-    def _on_timeout(self, waiter: asyncio.Future[None], message: str) -> None:
-        if not waiter.done():
-            self._failure = TransportFailure("read_timeout", message)
-            waiter.set_result(None)
-            self.close()  # a late answer could belong to nothing: the connection is done
+    def _on_timer(self) -> None:
+        self._timer = None
+        waiter = self._waiter
+        if waiter is None or waiter.done():
+            return  # nobody waits: the next wait arms a timer of its own
+        if self.loop.time() < self._wait_deadline:
+            self._timer = self.loop.call_at(self._wait_deadline, self._on_timer)
+            return
+        self._failure = TransportFailure("read_timeout", self._wait_message)
+        waiter.set_result(None)
+        self.close()  # a late answer could belong to nothing: the connection is done
 
     def _wake(self) -> None:
         waiter = self._waiter
@@ -260,6 +277,9 @@ class Connection(asyncio.Protocol):
             self.close()
 
     def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if not self.closed:
             self.closed = True
             if self.transport is not None:
