@@ -17,6 +17,8 @@ from routing.core.table import ModelSpec
 from routing.providers.errors import CapabilityError, RequestShapeError
 from routing.providers.reasoning import budget_for_effort
 from routing.providers.shape import (
+    OPENAI_CHAT_FIELDS,
+    OPENAI_IGNORABLE_HINTS,
     as_dict,
     as_int,
     as_list,
@@ -27,21 +29,6 @@ from routing.providers.shape import (
     text_of,
 )
 
-_KNOWN = frozenset(
-    {
-        "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "stop",
-        "n", "seed", "tools", "tool_choice", "response_format", "reasoning_effort", "stream", "stream_options",
-        "presence_penalty", "frequency_penalty", "logit_bias", "logprobs", "top_logprobs", "modalities",
-        "audio",
-    }
-)
-# Hints without a Cohere equivalent that do not change what a correct answer is.
-_IGNORABLE = frozenset(
-    {
-        "user", "safety_identifier", "store", "metadata", "service_tier", "prompt_cache_key",
-        "prompt_cache_retention", "prompt_cache_options", "prediction", "verbosity", "parallel_tool_calls",
-    }
-)
 _TARGET = "Cohere"
 _NUMBERS = (
     ("temperature", "temperature"),
@@ -53,7 +40,7 @@ _NUMBERS = (
 
 def openai_to_cohere(body: Mapping[str, Any], *, model: ModelSpec, stream: bool) -> dict[str, Any]:
     """The Cohere Chat v2 request equivalent to an OpenAI chat body, for ``model``."""
-    refuse_unknown_keys(body, known=_KNOWN, target=_TARGET, ignorable=_IGNORABLE)
+    refuse_unknown_keys(body, known=OPENAI_CHAT_FIELDS, target=_TARGET, ignorable=OPENAI_IGNORABLE_HINTS)
     for key in ("logit_bias", "logprobs", "top_logprobs"):
         if is_set(body.get(key)):
             raise CapabilityError(key, f"'{key}' is not translated for {_TARGET}", key)

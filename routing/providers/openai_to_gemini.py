@@ -18,6 +18,8 @@ from routing.providers.gemini_ids import SKIP_SIGNATURE, signature_from_id
 from routing.providers.media import AUDIO_MEDIA_TYPES, guess_media_type, parse_data_url
 from routing.providers.reasoning import budget_for_effort
 from routing.providers.shape import (
+    OPENAI_CHAT_FIELDS,
+    OPENAI_IGNORABLE_HINTS,
     as_dict,
     as_int,
     as_list,
@@ -28,22 +30,6 @@ from routing.providers.shape import (
     text_of,
 )
 
-_KNOWN = frozenset(
-    {
-        "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "stop",
-        "n", "seed", "tools", "tool_choice", "response_format", "reasoning_effort", "stream", "stream_options",
-        "presence_penalty", "frequency_penalty", "logit_bias", "logprobs", "top_logprobs", "modalities",
-        "audio",
-    }
-)
-# Hints without a Gemini equivalent that do not change what a correct answer is. parallel_tool_calls=false
-# is among them: Gemini decides alone whether to call functions in parallel.
-_IGNORABLE = frozenset(
-    {
-        "user", "safety_identifier", "store", "metadata", "service_tier", "prompt_cache_key",
-        "prompt_cache_retention", "prompt_cache_options", "prediction", "verbosity", "parallel_tool_calls",
-    }
-)
 _TARGET = "Gemini"
 _GENERATION_KEYS = (
     ("temperature", "temperature"),
@@ -57,7 +43,7 @@ _GENERATION_KEYS = (
 
 def openai_to_gemini(body: Mapping[str, Any], *, model: ModelSpec) -> dict[str, Any]:
     """The Gemini generateContent request equivalent to an OpenAI chat body, for ``model``."""
-    refuse_unknown_keys(body, known=_KNOWN, target=_TARGET, ignorable=_IGNORABLE)
+    refuse_unknown_keys(body, known=OPENAI_CHAT_FIELDS, target=_TARGET, ignorable=OPENAI_IGNORABLE_HINTS)
     for key in ("logit_bias", "logprobs", "top_logprobs"):
         if is_set(body.get(key)):
             raise CapabilityError(key, f"'{key}' is not translated for {_TARGET}", key)

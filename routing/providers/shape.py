@@ -87,3 +87,23 @@ def list_or_empty(value: Any) -> list[Any]:
 def int_or(value: Any, default: int) -> int:
     """``value`` if it is an integer, else ``default``."""
     return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+# The OpenAI chat fields a translation to another wire format reads (or refuses by name when it cannot carry them).
+OPENAI_CHAT_FIELDS = frozenset(
+    {
+        "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "stop",
+        "n", "seed", "tools", "tool_choice", "response_format", "reasoning_effort", "stream", "stream_options",
+        "presence_penalty", "frequency_penalty", "logit_bias", "logprobs", "top_logprobs", "modalities",
+        "audio",
+    }
+)
+# OpenAI hints with no equivalent in the other formats that do not change what a correct answer is (a
+# translation drops them). parallel_tool_calls=false is among them: those providers decide alone whether to call
+# functions in parallel.
+OPENAI_IGNORABLE_HINTS = frozenset(
+    {
+        "user", "safety_identifier", "store", "metadata", "service_tier", "prompt_cache_key",
+        "prompt_cache_retention", "prompt_cache_options", "prediction", "verbosity", "parallel_tool_calls",
+    }
+)
