@@ -15,6 +15,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models
 
+from routing.config.provider_cloud import CLOUD_FIELDS, cloud_problems, default_base_url
 from routing.config.provider_egress import egress_problems
 from routing.config.provider_keys import variable_refusal
 from routing.core.categories import CATEGORIES, KEYWORD_CATEGORIES
@@ -36,6 +37,9 @@ PROVIDER_KIND_LABELS = {
     "anthropic": "Anthropic",
     "gemini": "Google Gemini",
     "cohere": "Cohere (Chat v2)",
+    "bedrock": "Amazon Bedrock (Converse)",
+    "vertex": "Google Vertex AI (Gemini models)",
+    "vertex_anthropic": "Google Vertex AI (Anthropic models)",
     **{kind: f"{preset.label} (OpenAI-compatible preset)" for kind, preset in PRESETS.items()},
 }
 
@@ -145,7 +149,7 @@ class Provider(models.Model):
         max_length=500, blank=True,
         help_text="e.g. https://api.openai.com/v1, https://api.anthropic.com, "
         "https://generativelanguage.googleapis.com, https://NAME.openai.azure.com, https://api.cohere.com. "
-        "Empty for a preset kind (Mistral, Groq, ... LM Studio): its default URL is filled in.",
+        "Empty for a preset kind (Mistral, Groq, ... LM Studio), Bedrock or Vertex AI: its default URL is filled in.",
     )
     api_version = models.CharField(max_length=40, blank=True, help_text="Azure OpenAI only, e.g. 2024-10-21.")
     timeout_seconds = models.PositiveIntegerField(
@@ -169,6 +173,30 @@ class Provider(models.Model):
         help_text="Absolute path of the client certificate's unencrypted PEM key; empty when the certificate file "
         "holds it.",
     )
+    region = models.CharField(
+        max_length=40, blank=True,
+        help_text="Amazon Bedrock: the AWS region, e.g. us-east-1. Vertex AI: the location, e.g. us-central1 or "
+        "global. The base URL may stay empty: the region's public endpoint is filled in.",
+    )
+    project = models.CharField(max_length=40, blank=True, help_text="Vertex AI only: the Google Cloud project id.")
+    credentials_file = models.CharField(
+        max_length=500, blank=True,
+        help_text="Vertex AI only: absolute path of a service-account JSON key; empty: Application Default "
+        "Credentials (GOOGLE_APPLICATION_CREDENTIALS, the metadata server).",
+    )
+    aws_access_key_id = models.CharField(
+        max_length=200, blank=True,
+        help_text="Amazon Bedrock only: a reference such as ${BEDROCK_ACCESS_KEY_ID}. Empty, with no API key "
+        "either: the AWS credential chain (environment, AWS_PROFILE, container and instance roles).",
+    )
+    aws_secret_access_key = models.CharField(
+        max_length=200, blank=True,
+        help_text="Amazon Bedrock only: a reference such as ${BEDROCK_AWS_SECRET} (names ending in _SECRET_ACCESS_KEY "
+        "are kept for the gateway's own infrastructure unless GOMODEL_PROVIDER_KEY_ENV_ALLOW lists them).",
+    )
+    aws_session_token = models.CharField(
+        max_length=200, blank=True, help_text="Amazon Bedrock only, optional: a reference to a session token."
+    )
     probe = models.CharField(
         max_length=16, blank=True, default="",
         choices=[("", "automatic"), ("models", "models"), ("completion", "completion"), ("off", "off")],
@@ -186,6 +214,11 @@ class Provider(models.Model):
         return self.name
 
     def clean(self) -> None:
+        cloud = cloud_problems(self.kind, {name: getattr(self, name) for name in CLOUD_FIELDS})
+        if cloud:
+            raise ValidationError(cloud)
+        if not self.base_url:
+            self.base_url = default_base_url(self.kind, self.region)
         if not self.base_url:
             preset = PRESETS.get(self.kind)
             if preset is None:

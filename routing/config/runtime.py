@@ -19,6 +19,7 @@ from django.db import close_old_connections
 
 from routing import models as m
 from routing.clients.egress import egress
+from routing.config.provider_cloud import AWS_REFERENCE_FIELDS
 from routing.config.provider_keys import look_up
 from routing.core.categories import DEFAULT_LONG_CONTEXT_TOKENS, KEYWORD_CATEGORIES
 from routing.core.limits import Limits
@@ -111,9 +112,20 @@ def compile_table(version: int) -> RoutingTable:
             else:
                 shown = key.reference if m.env_reference_name(key.reference) else "(not a reference)"
                 problems.append(f"key {shown}: {found.problem}")
+        aws_keys: list[Secret] = []
+        for name in AWS_REFERENCE_FIELDS:
+            reference = getattr(provider, name)
+            if not reference:
+                continue
+            found = look_up(reference)
+            if found.value is not None:
+                aws_keys.append(Secret(found.value))
+            else:
+                shown = reference if m.env_reference_name(reference) else "(not a reference)"
+                problems.append(f"{name} {shown}: {found.problem}")
         if problems:
             log.warning("provider %s: %s%s", provider.name, "; ".join(problems),
-                        "" if keys else "; no usable key, so its attempts fail without being sent")
+                        "" if keys or aws_keys else "; no usable key, so its attempts fail without being sent")
         providers.append(
             ProviderSpec(
                 name=provider.name,
@@ -128,6 +140,10 @@ def compile_table(version: int) -> RoutingTable:
                 client_cert=provider.client_cert,
                 client_key=provider.client_key,
                 probe=provider.probe,
+                region=provider.region,
+                project=provider.project,
+                credentials_file=provider.credentials_file,
+                aws_keys=tuple(aws_keys) if len(aws_keys) >= 2 else (),
             )
         )
     enabled_providers = {p.name for p in providers}

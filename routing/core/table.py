@@ -20,7 +20,10 @@ CAPABILITIES = ("text", "image", "audio", "file", "tools", "json_schema", "reaso
 OPENAI_PRESET_KINDS = (
     "mistral", "groq", "deepseek", "together", "fireworks", "openrouter", "ollama", "vllm", "lmstudio",
 )
-PROVIDER_KINDS = ("openai", "azure_openai", "anthropic", "gemini", "cohere", *OPENAI_PRESET_KINDS)
+PROVIDER_KINDS = (
+    "openai", "azure_openai", "anthropic", "gemini", "cohere", "bedrock", "vertex", "vertex_anthropic",
+    *OPENAI_PRESET_KINDS,
+)
 STRATEGIES = ("round_robin", "weighted", "failover", "cost", "adaptive")
 OBJECTIVES = ("balanced", "latency", "cost")
 # What a model serves: "chat" (chat completions, messages) or "embeddings"; a model serves "chat" unless told.
@@ -72,6 +75,13 @@ class ProviderSpec:
     # How a cooling target of this provider is proved by the background prober (routing.core.probes): "models",
     # "completion", "off", or "" for the cheapest call its format allows.
     probe: str = ""
+    # Cloud providers (routing.config.provider_cloud): Bedrock's region, or Vertex AI's location and project and
+    # its service-account file ("" for Application Default Credentials). ``aws_keys`` holds Bedrock's resolved
+    # access key id, secret access key and, when given, session token; empty means the AWS credential chain.
+    region: str = ""
+    project: str = ""
+    credentials_file: str = ""
+    aws_keys: tuple[Secret, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,7 @@ from routing.config.file.dump import dump_config
 from routing.config.file.policies import apply_routing_policies, prune_routing_policies
 from routing.config.file.schema import SETTINGS_FIELDS
 from routing.config.file.teams import apply_teams
+from routing.config.provider_cloud import CLOUD_FIELDS
 from routing.config.provider_egress import EGRESS_FIELDS
 
 
@@ -85,7 +86,7 @@ def _apply(canonical: Mapping[str, Any], before: Mapping[str, Any], *, prune: bo
                 "timeout_seconds": entry.get("timeout_seconds", 600),
                 "enabled": entry.get("enabled", True),
                 "probe": entry.get("probe", ""),
-                **{name: entry.get(name, "") for name in EGRESS_FIELDS},
+                **{name: entry.get(name, "") for name in (*EGRESS_FIELDS, *CLOUD_FIELDS)},
             },
         )
         refs = entry.get("api_keys") or ([entry["api_key"]] if "api_key" in entry else [])

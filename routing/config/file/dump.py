@@ -16,6 +16,7 @@ from routing.config.file.category_routes import category_route_entries
 from routing.config.file.policies import routing_policy_entries
 from routing.config.file.schema import SETTINGS_FIELDS
 from routing.config.file.teams import dump_teams
+from routing.config.provider_cloud import CLOUD_FIELDS
 from routing.config.provider_egress import EGRESS_FIELDS
 
 
@@ -38,7 +39,7 @@ def _provider_entry(provider: m.Provider) -> dict[str, Any]:
         entry["probe"] = provider.probe
     if not provider.enabled:
         entry["enabled"] = False
-    for name in EGRESS_FIELDS:
+    for name in (*EGRESS_FIELDS, *CLOUD_FIELDS):
         if getattr(provider, name):
             entry[name] = getattr(provider, name)
     return entry

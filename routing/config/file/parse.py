@@ -32,6 +32,7 @@ from routing.config.file.contract import _parse_contract
 from routing.config.file.policies import parse_routing_policies
 from routing.config.file.schema import SECTIONS, SETTINGS_FIELDS, ConfigError
 from routing.config.file.teams import parse_team
+from routing.config.provider_cloud import CLOUD_FIELDS, CLOUD_KINDS, cloud_problems, default_base_url
 from routing.config.provider_egress import EGRESS_FIELDS, egress_problems
 from routing.config.provider_keys import look_up
 from routing.core.categories import CATEGORIES
@@ -157,13 +158,17 @@ def _known(name: Any, names: set[str]) -> bool:
 def _parse_provider(chk: _Checker, path: str, entry: dict[str, Any]) -> dict[str, Any]:
     """One ``providers`` entry; its key references must name variables that may hold a key, and are set."""
     _check_unknown_keys(chk, path, entry, ("name", "kind", "base_url", "api_key", "api_keys", "api_version",
-                                           "timeout_seconds", "enabled", "probe", *EGRESS_FIELDS))
+                                           "timeout_seconds", "enabled", "probe", *EGRESS_FIELDS,
+                                           *CLOUD_FIELDS))
     _check_name(chk, f"{path}.name", entry.get("name"))
     if entry.get("kind") not in PROVIDER_KINDS:
         chk.add(f"{path}.kind", f"unknown kind {entry.get('kind')!r} (expected {', '.join(PROVIDER_KINDS)})")
+    cloud = _parse_cloud(chk, path, entry)
     base_url = entry.get("base_url")
     if base_url is None and entry.get("kind") in PRESETS:
         base_url = PRESETS[entry["kind"]].base_url  # a preset's own host, stored so the dump shows it
+    if base_url is None and entry.get("kind") in CLOUD_KINDS:
+        base_url = default_base_url(entry["kind"], cloud.get("region", "")) or None
     if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
         chk.add(f"{path}.base_url", f"expected an http(s) URL, got {base_url!r}")
     if entry.get("kind") == "azure_openai" and not entry.get("api_version"):
@@ -208,7 +213,23 @@ def _parse_provider(chk: _Checker, path: str, entry: dict[str, Any]) -> dict[str
         elif probe:
             provider["probe"] = probe
     provider.update(egress)
+    provider.update(cloud)
     return provider
+
+
+def _parse_cloud(chk: _Checker, path: str, entry: dict[str, Any]) -> dict[str, str]:
+    """A Bedrock or Vertex AI provider's region, project and credentials (docs/providers.md), the ones set."""
+    values: dict[str, str] = {}
+    for name in CLOUD_FIELDS:
+        value = entry.get(name, "")
+        if not isinstance(value, str):
+            chk.add(f"{path}.{name}", f"expected a string, got {type(value).__name__}")
+        elif value.strip():
+            values[name] = value.strip()
+    if entry.get("kind") in PROVIDER_KINDS:
+        for name, problem in cloud_problems(entry["kind"], values).items():
+            chk.add(f"{path}.{name}", problem)
+    return values
 
 
 def _parse_egress(chk: _Checker, path: str, entry: dict[str, Any]) -> dict[str, str]:
