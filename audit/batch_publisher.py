@@ -40,6 +40,7 @@ SPOOL_SCAN_SECONDS = 30.0
 DEFAULT_SHUTDOWN_SECONDS = 20.0
 # Dropped events are logged at most this often (with the count since the last line), not once per event.
 DROP_LOG_SECONDS = 10.0
+LAG_REPORT_SECONDS = 1.0  # how often the audit-lag gauges are set
 
 
 class Sink(Protocol):
@@ -105,6 +106,7 @@ class Publisher:
         self._recover_pending = journal is not None  # start-up: replay the journals dead processes left
         self._journal_reported: dict[str, int] = {}
         self._journal_failing = False
+        self._next_lag_report = 0.0
         self.counters = {"published": 0, "delivered": 0, "spooled": 0, "replayed_batches": 0, "dropped": 0,
                          "journal_replayed": 0, "journal_torn": 0}
 
@@ -237,6 +239,7 @@ class Publisher:
                     self._maybe_probe()
                     self._maybe_replay()
                 self._report_drops()
+                self._report_lag()
             except Exception:  # never let the thread die; the loop spools what it cannot deliver
                 log.exception("audit publisher loop failed; continuing")
             with self._idle:
@@ -246,6 +249,24 @@ class Publisher:
         if self._sink is not None:
             self._sink.close()
         self._stopped.set()
+
+    def _report_lag(self) -> None:
+        """Set the audit-lag gauges, at most once a second (the spool part lists a directory)."""
+        now = self._clock()
+        if now < self._next_lag_report:
+            return
+        self._next_lag_report = now + LAG_REPORT_SECONDS
+        held = len(self._buffer) + self._in_hand
+        oldest = self._spool.oldest_created()
+        try:
+            first = self._buffer[0][0]
+        except IndexError:
+            first = None
+        created = first.get("created_at") if isinstance(first, dict) else None
+        if isinstance(created, (int, float)) and (oldest is None or created < oldest):
+            oldest = float(created)
+        metrics.UNDELIVERED.set(held)
+        metrics.OLDEST_UNDELIVERED.set(max(0.0, time.time() - oldest) if oldest is not None else 0.0)
 
     def _take(self, limit: int) -> list[tuple[Any, Mark | None]]:
         buffer = self._buffer

@@ -5,7 +5,7 @@ Labels are bounded: a fixed reason, never a request id.
 
 from __future__ import annotations
 
-from prometheus_client import Counter
+from prometheus_client import Counter, Gauge
 
 DROPPED = Counter(
     "gomodel_audit_events_dropped_total",
@@ -16,6 +16,20 @@ DROPPED = Counter(
 SPOOLED = Counter(
     "gomodel_audit_events_spooled_total",
     "Audit events written to the local spool because the sink did not take them (replayed later).",
+)
+# The audit lag, as the gateway sees it: events answered but not yet handed to the sink (the broker, or the
+# database in-process), whether waiting in memory or in the spool for the sink to come back. Set by each
+# process's publisher thread about once a second; the spool directory is shared by the processes of one host.
+UNDELIVERED = Gauge(
+    "gomodel_audit_undelivered_events",
+    "Audit events this process holds in memory that its sink has not taken yet (spooled events not counted).",
+    multiprocess_mode="livesum",
+)
+OLDEST_UNDELIVERED = Gauge(
+    "gomodel_audit_oldest_undelivered_seconds",
+    "Age of the oldest audit event not yet handed to the sink, in memory or in the spool; 0 when none waits. "
+    "Grows while the broker (or database) is away and falls back once the spool is replayed.",
+    multiprocess_mode="livemax",
 )
 # Exposed as 0 from the start, so that an alert on any increase works before the first drop.
 DROPPED.labels("buffer_full")

@@ -156,6 +156,15 @@ class Spool:
                 continue
         return total
 
+    def oldest_created(self) -> float | None:
+        """When the oldest spool file was started (unix seconds, from its name), or None when none is left."""
+        oldest = None
+        for path in self.files():
+            started = _started_unix(path.name)
+            if started is not None and (oldest is None or started < oldest):
+                oldest = started
+        return oldest
+
     def replay_one(self, send: Callable[[Batch], bool]) -> str:
         """Replay the oldest spool file nobody holds.
 
@@ -234,6 +243,14 @@ def _keep_bad_line(path: Path, line: bytes) -> None:
         bad.write(line)
         bad.flush()
         os.fsync(bad.fileno())
+
+
+def _started_unix(name: str) -> float | None:
+    """The creation time in a spool file's name (``audit-<host>-<pid>-<ns>-<n>.jsonl``; the host may hold ``-``)."""
+    parts = name.rsplit("-", 2)
+    if len(parts) != 3 or not parts[1].isdigit():
+        return None
+    return int(parts[1]) / 1e9
 
 
 def _age_key(path: Path) -> tuple[float, str]:
