@@ -117,7 +117,8 @@ async def answer(exchange: Exchange, state: SimulatorState, prompt: Prompt, faul
         await refuse(exchange, problem)
         return
 
-    cached, written = state.cached_input(prompt, behaviour, explicit_only=exchange.wire.name == "anthropic")
+    explicit_only = exchange.wire.name in ("anthropic", "vertex_anthropic")  # Claude caches only what is marked
+    cached, written = state.cached_input(prompt, behaviour, explicit_only=explicit_only)
     reply = compose_reply(prompt, behaviour, counter=state.next_count(exchange.target), fault=fault,
                           cached_tokens=cached, cache_creation_tokens=written)
     _record_usage(record, reply, behaviour)
@@ -154,8 +155,8 @@ async def _stream(exchange: Exchange, prompt: Prompt, reply: Reply, fault: Fault
         interval_s=interval,
         cut_after=after_chunks if kind == "stream_cut" else None,
         error_after=after_chunks if kind == "stream_error" else None,
-        error_event=wire.stream_error(_fault_problem(exchange, fault, prompt))
-        if fault is not None and kind == "stream_error" else b"",
+        error_event=wire.stream_error_after(_fault_problem(exchange, fault, prompt), stream, min(after_chunks, chunks))
+        if fault is not None and kind == "stream_error" and after_chunks is not None else b"",
         corrupt=kind == "malformed_json",
     )
     headers = [(b"content-type", wire.stream_content_type), (b"cache-control", b"no-cache"),

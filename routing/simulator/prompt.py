@@ -56,6 +56,7 @@ class Prompt:
     prefix_attachments: int = 0
     prefix_messages: int = 0
     explicit_cache: bool = False  # Anthropic cache_control markers present
+    echo: Mapping[str, Any] | None = None  # request settings a wire repeats in its answer (OpenAI Responses)
 
     @property
     def input_tokens(self) -> int:

@@ -122,6 +122,13 @@ class WireFormat(ABC):
     def stream_error(self, problem: Problem) -> bytes:
         """The event a provider sends when it fails after the stream has begun."""
 
+    def stream_error_after(self, problem: Problem, stream: StreamBody, chunks: int) -> bytes:
+        """The in-stream error sent after ``chunks`` content chunks of ``stream``.
+
+        Only formats that number their events (OpenAI Responses) need to know where the error falls.
+        """
+        return self.stream_error(problem)
+
     def response_headers(self, ctx: RenderContext) -> Headers:
         """Provider-specific headers added to every response (request ids)."""
         return []
