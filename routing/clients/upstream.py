@@ -33,9 +33,10 @@ from routing.core.table import ProviderSpec
 
 KEEPALIVE_EXPIRY_S = 30.0
 MAX_IDLE_PER_PROVIDER = 200
-# The headers a provider key travels in (OpenAI's bearer token, Azure, Anthropic, Gemini, Azure API Management).
+# The headers a provider key travels in (OpenAI's bearer token, Azure, Anthropic, Gemini, Azure API Management,
+# an AWS session token beside a SigV4 signature).
 KEY_HEADERS = frozenset({"authorization", "proxy-authorization", "api-key", "x-api-key", "x-goog-api-key",
-                         "ocp-apim-subscription-key"})
+                         "ocp-apim-subscription-key", "x-amz-security-token"})
 _KEY_IN_QUERY = re.compile(r"(?i)([?&](?:key|api[-_]?key|subscription-key)=)[^&#]*")
 
 

@@ -7,6 +7,9 @@ audit and the health model. The rules, in the order they are tried for a 4xx::
     auth       401, 403, authentication/permission errors,        INCOMPATIBLE auth       (cool the target)
                Gemini API_KEY_* reasons, FAILED_PRECONDITION
     not_found  404, 405, model_not_found, DeploymentNotFound      INCOMPATIBLE not_found  (cool the target)
+    throttle   Bedrock's ThrottlingException, ServiceQuota-      TRANSIENT rate_limited
+               ExceededException, ModelNotReadyException (the
+               x-amzn-ErrorType header, whatever the status)
     429        rate limits; "Request too large for ..." (a        TRANSIENT rate_limited; INCOMPATIBLE
                request larger than the per-minute limit)          context_overflow
     content    the prompt tripped the provider's content filter   PERMANENT content_filter
@@ -15,7 +18,7 @@ audit and the health model. The rules, in the order they are tried for a 4xx::
                output larger than the model allows
     support    415, unsupported_parameter/value, "... is not      INCOMPATIBLE unsupported
                supported with this model"
-    408/409/425                                                   TRANSIENT timeout / server_error
+    408/409/425, Bedrock's 424 ModelErrorException                TRANSIENT timeout / server_error
     any other 4xx: the client's request                           PERMANENT bad_request
 
 5xx never looks at the body's wording (a proxy's HTML page says anything): 503, 529, ``overloaded_error``
@@ -30,7 +33,7 @@ import json
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from email.utils import parsedate_to_datetime
 from typing import Any, Literal
@@ -198,6 +201,10 @@ _UNSUPPORTED_MESSAGE = re.compile(
     r"only supported (for|by|with)|is not enabled for|not available for this model|not compatible with",
     re.IGNORECASE,
 )
+# Bedrock's exception names (x-amzn-ErrorType): AccessDenied (403), ResourceNotFound (404), Validation (400) and
+# ServiceUnavailable (503) fall under the status rules; these need their own.
+_AWS_THROTTLING_CODES = frozenset({"throttlingexception", "servicequotaexceededexception", "modelnotreadyexception"})
+_AWS_MODEL_ERROR_CODES = frozenset({"modelerrorexception", "modelstreamerrorexception"})
 _TOO_LARGE_FOR_RATE = re.compile(r"request too large for", re.IGNORECASE)
 _OVERLOADED_CODES = frozenset({"overloaded_error", "unavailable", "overloaded"})
 _TIMEOUT_CODES = frozenset({"timeout_error", "deadline_exceeded"})
@@ -224,6 +231,8 @@ def classify_http_error(
     if status < 300:
         raise ValueError(f"classify_http_error called with success status {status}")
     error = parse_error_body(body)
+    if provider_kind == "bedrock":
+        error = with_aws_error_type(error, headers)
     error_class, reason = _classify(status, error)
     retry_after = retry_after_seconds(
         headers,
@@ -235,6 +244,15 @@ def classify_http_error(
     return AttemptOutcome.failure(
         error_class, reason, status=status, latency_s=latency_s, retry_after_s=retry_after
     )
+
+
+def with_aws_error_type(error: ProviderError, headers: Mapping[str, str]) -> ProviderError:
+    """Bedrock's error body is ``{"message"}`` alone; the exception's name is the ``x-amzn-ErrorType`` header
+    (``ThrottlingException:http://internal.amazon.com/coral/...``), read here as the error's type."""
+    for name, value in headers.items():
+        if name.lower() == "x-amzn-errortype":
+            return replace(error, type=value.partition(":")[0].strip())
+    return error
 
 
 def classify_exception(kind: ExceptionKind, *, latency_s: float = 0.0) -> AttemptOutcome:
@@ -258,6 +276,8 @@ def _classify(status: int, error: ProviderError) -> tuple[ErrorClass, str]:
         return ErrorClass.INCOMPATIBLE, "auth"
     if status in (404, 405) or codes & _NOT_FOUND_CODES:
         return ErrorClass.INCOMPATIBLE, "not_found"
+    if codes & _AWS_THROTTLING_CODES:  # Bedrock: a quota per minute, or a model not yet ready (400 or 429)
+        return ErrorClass.TRANSIENT, "rate_limited"
     if status == 429:
         if _TOO_LARGE_FOR_RATE.search(error.message):
             # OpenAI: the request alone is larger than the per-minute token limit. Waiting cannot help.
@@ -271,7 +291,9 @@ def _classify(status: int, error: ProviderError) -> tuple[ErrorClass, str]:
         return ErrorClass.INCOMPATIBLE, "unsupported"
     if status == 408:
         return ErrorClass.TRANSIENT, "timeout"
-    if status in (409, 425):  # Anthropic's conflict_error and "too early" both ask for a later retry
+    if status in (409, 425) or codes & _AWS_MODEL_ERROR_CODES:
+        # Anthropic's conflict_error and "too early" both ask for a later retry; Bedrock's 424 ModelErrorException
+        # is the model failing on a valid request.
         return ErrorClass.TRANSIENT, "server_error"
     return ErrorClass.PERMANENT, "bad_request"
 

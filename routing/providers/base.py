@@ -14,7 +14,7 @@ from routing.providers.capabilities import check_capabilities, required_capabili
 from routing.providers.errors import Inbound, MalformedResponse
 from routing.providers.streams import StreamTranslator
 
-_SECRET_HEADERS = frozenset({"authorization", "api-key", "x-api-key", "x-goog-api-key"})
+_SECRET_HEADERS = frozenset({"authorization", "api-key", "x-api-key", "x-goog-api-key", "x-amz-security-token"})
 _CONTEXT_OVERFLOW_HINTS = (
     "context_length_exceeded",
     "maximum context length",

@@ -11,6 +11,11 @@ anthropic       ``GET {base_url}/v1/models/{model}``                        2xx 
 gemini          ``GET {base_url}/v1beta/models/{model}`` (models.get)       2xx with the model's ``name``
 azure_openai    none: its listing names base models, not deployments        (``completion`` instead)
 cohere          none                                                        (``completion`` instead)
+vertex,         none: a one-token completion proves what a lookup cannot    (``completion`` instead)
+vertex_anth...  (the token's project, region and model access together)
+bedrock         none: the model list is another service                     (``completion`` instead: a one-token
+                (``bedrock.{region}``) with its own permission, and it      Converse call, signed like a
+                proves neither the model nor the runtime endpoint           client's request)
 ==============  ==========================================================  ====================================
 
 ``completion``: a one-token chat completion through the format's own adapter (so it is built exactly as a

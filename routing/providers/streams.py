@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Protocol
 
 from routing.core.answer import Answer, Usage
 from routing.providers.errors import Inbound
@@ -47,13 +48,22 @@ def _with_model(raw: bytes, member: bytes) -> bytes:
     return raw[:start] + member + raw[match.end() :] if match else raw
 
 
+class EventParser(Protocol):
+    """What splits upstream bytes into events: SSE for most formats; a format with its own framing (Bedrock's
+    binary event stream, routing.providers.aws_eventstream) hands its translator a parser of its own."""
+
+    def feed(self, chunk: bytes) -> list[SSEEvent]: ...
+
+    def flush(self) -> list[SSEEvent]: ...
+
+
 class StreamTranslator:
     """The engine's view of a stream; see the module docstring for the calling sequence."""
 
-    def __init__(self, *, inbound: Inbound, decoder: ChunkDecoder) -> None:
+    def __init__(self, *, inbound: Inbound, decoder: ChunkDecoder, parser: EventParser | None = None) -> None:
         self.inbound = inbound
         self._decoder = decoder
-        self._parser = SSEParser()
+        self._parser: EventParser = parser if parser is not None else SSEParser()
         self._accumulator = ChunkAccumulator()
 
     @property
@@ -208,9 +218,10 @@ class TranslatingStream(StreamTranslator):
     """Any other pair: upstream events -> OpenAI chunks -> the client's frames."""
 
     def __init__(
-        self, *, inbound: Inbound, decoder: ChunkDecoder, encoder: OpenAIFrameEncoder | AnthropicEventEncoder
+        self, *, inbound: Inbound, decoder: ChunkDecoder, encoder: OpenAIFrameEncoder | AnthropicEventEncoder,
+        parser: EventParser | None = None,
     ) -> None:
-        super().__init__(inbound=inbound, decoder=decoder)
+        super().__init__(inbound=inbound, decoder=decoder, parser=parser)
         self._encoder = encoder
 
     def _events(self, events: list[SSEEvent]) -> list[bytes]:
