@@ -14,4 +14,4 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gomodel_site.settings")
 
 app = Celery("gomodel_site")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks(["audit"])
+app.autodiscover_tasks(["audit", "routing"])

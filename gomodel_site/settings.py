@@ -466,6 +466,11 @@ PRO_ROUTING_PROBE_INTERVAL = env_duration("PRO_ROUTING_PROBE_INTERVAL", "15s", m
 if 0 < PRO_ROUTING_PROBE_INTERVAL < 0.1:
     raise ImproperlyConfigured("PRO_ROUTING_PROBE_INTERVAL: must be 0 (off) or at least 100ms")
 
+# How long a stored Responses API answer can be continued with previous_response_id (a Go duration; 720h is 30
+# days); expired rows are never read and are deleted by the routing.tasks.purge_expired_responses beat task or
+# ``manage.py purge_responses``.
+GOMODEL_RESPONSES_RETENTION = env_duration("GOMODEL_RESPONSES_RETENTION", "720h", minimum=1)
+
 # --------------------------------------------------------------------------------------------------------
 # Audit
 # --------------------------------------------------------------------------------------------------------
@@ -529,6 +534,7 @@ CELERY_TASK_ALWAYS_EAGER = False
 CELERY_DB_REUSE_MAX = 1000
 CELERY_BEAT_SCHEDULE = {
     "audit-retention": {"task": "audit.tasks.purge_old_revisions", "schedule": 3600.0},
+    "responses-retention": {"task": "routing.tasks.purge_expired_responses", "schedule": 3600.0},
 }
 
 # --------------------------------------------------------------------------------------------------------

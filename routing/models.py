@@ -772,3 +772,28 @@ class IdempotentOperation(models.Model):
 
     def __str__(self) -> str:
         return f"{self.operation_id} ({self.state})"
+
+
+class StoredResponse(models.Model):
+    """A Responses API answer kept so that a later request can continue it with ``previous_response_id``.
+
+    Holds the whole conversation up to and including this answer (the input items of the turn, the earlier turns
+    included, and the answer as the items that carry it forward), so continuing it is one indexed read. Scoped to
+    the gateway key that created it: another key asking for it is told the id is unknown. Rows past
+    ``expires_at`` are never read, and are deleted by the purge (routing/tasks.py, ``manage.py purge_responses``).
+    """
+
+    response_id = models.CharField(max_length=64, primary_key=True)
+    key_scope = models.CharField(max_length=40)  # the creating key's id, or "open" for a caller without a key
+    model = models.CharField(max_length=200)  # the name the client asked for
+    instructions = models.TextField(null=True, blank=True)
+    input_items = models.JSONField()
+    output_items = models.JSONField()
+    created_at = models.DateTimeField()
+    expires_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        verbose_name = "stored response"
+
+    def __str__(self) -> str:
+        return self.response_id

@@ -12,6 +12,7 @@ urlpatterns = [
     path("v1/messages", views.messages, name="messages"),
     path("v1/messages/count_tokens", views.count_tokens, name="messages-count-tokens"),
     path("v1/embeddings", views.embeddings, name="embeddings"),
+    path("v1/responses", views.responses, name="responses"),
     path("v1/models", views.models, name="models"),
     path("v1/routing/explain", views.explain, name="routing-explain"),
     path("metrics", metrics.metrics_view, name="metrics"),

@@ -34,6 +34,7 @@ from routing.gateway.count_tokens import count_tokens as count_tokens_call
 from routing.gateway.explain import explain_call
 from routing.gateway.gateway_error import GatewayError
 from routing.gateway.records import Call
+from routing.gateway.responses_endpoint import responses_call
 from routing.providers.errors import Inbound, client_error_body
 
 _parser = JSONParser()
@@ -158,6 +159,27 @@ def _prepare_embeddings(request: HttpRequest, request_id: str) -> Call:
     return Call(request_id=request_id, inbound="openai", key=caller.key, body=body, features=features,
                 headers={name.lower(): value for name, value in request.headers.items()}, table=table,
                 started=arrival.monotonic, started_unix=arrival.unix, endpoint="embeddings", embeddings=parsed)
+
+
+async def responses(request: HttpRequest) -> HttpResponseBase:
+    """POST /v1/responses (OpenAI's Responses API): routed like chat completions, answered as a Response."""
+    if request.method != "POST":
+        return error_response("openai", GatewayError(405, f"Use POST for {request.path}.", code="method_not_allowed"))
+    request_id = uuid.uuid4().hex
+    try:
+        return await engine.handle(await _prepare_responses(request, request_id))
+    except GatewayError as exc:
+        return error_response("openai", exc, request_id)
+
+
+async def _prepare_responses(request: HttpRequest, request_id: str) -> Call:
+    table = current_table()
+    caller = caller_of(request, table)
+    body = _read_json(request)
+    arrival = arrival_of(request)
+    return await responses_call(body, request_id=request_id, key=caller.key, table=table,
+                                headers={name.lower(): value for name, value in request.headers.items()},
+                                started=arrival.monotonic, started_unix=arrival.unix)
 
 
 async def count_tokens(request: HttpRequest) -> HttpResponseBase:

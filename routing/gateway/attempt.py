@@ -14,7 +14,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from routing.clients import upstream
+from routing.clients import aws_signing, upstream
+from routing.clients.aws_credentials import credential_cache
 from routing.clients.http1 import UpstreamResponse
 from routing.core.answer import Answer, Usage, cost_usd
 from routing.core.embeddings import EmbeddingsRequest
@@ -26,6 +27,12 @@ from routing.gateway.json_schema import validate_instance
 from routing.providers import MalformedResponse, StreamTranslator, get_adapter
 from routing.providers.embeddings import build_embeddings_request, parse_embeddings_response
 from routing.providers.errors import Inbound
+from routing.providers.responses_calls import (
+    ResponsesCall,
+    build_responses_request,
+    parse_responses_answer,
+    responses_stream_translator,
+)
 
 MAX_ERROR_BODY_BYTES = 64 * 1024
 
@@ -77,6 +84,7 @@ class AttemptSpec:
     rules: ValidationRules
     client_wants_usage: bool
     embeddings: EmbeddingsRequest | None = None  # set: an embeddings request instead of a chat one
+    responses: ResponsesCall | None = None  # set: a Responses API request (``body`` is its chat equivalent)
 
     def __repr__(self) -> str:
         shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.repr)
@@ -86,6 +94,9 @@ class AttemptSpec:
 def _request(spec: AttemptSpec) -> upstream.UpstreamRequest:
     if spec.embeddings is not None:
         built = build_embeddings_request(spec.provider, spec.model, spec.embeddings, spec.api_key)
+    elif spec.responses is not None:
+        built = build_responses_request(provider=spec.provider, model=spec.model, call=spec.responses,
+                                        stream=spec.stream, api_key=spec.api_key)
     else:
         built = get_adapter(spec.provider.kind).build_request(
             provider=spec.provider, model=spec.model, body=spec.body, inbound=spec.inbound, stream=spec.stream,
@@ -97,9 +108,18 @@ def _request(spec: AttemptSpec) -> upstream.UpstreamRequest:
                           provider=spec.provider)
 
 
+async def _signed(request: upstream.UpstreamRequest, provider: ProviderSpec) -> upstream.UpstreamRequest:
+    """A Bedrock request without an API key, signed with SigV4 over its exact body (aws_signing). The credentials
+    come from the cache; CredentialsUnavailable (none configured or found) propagates: nothing was sent."""
+    return aws_signing.sign(request, await credential_cache.get(provider), region=provider.region)
+
+
 async def run_json_attempt(spec: AttemptSpec) -> AttemptResult:
-    """A non-streaming attempt to its end. TranslationError and PoolExhausted propagate: nothing was sent."""
+    """A non-streaming attempt to its end. TranslationError, CredentialsUnavailable and PoolExhausted propagate:
+    nothing was sent."""
     request = _request(spec)
+    if spec.provider.kind in aws_signing.SIGNED_KINDS and not spec.api_key:
+        request = await _signed(request, spec.provider)
     started = time.monotonic()
     ttfb: float | None = None
     try:
@@ -126,11 +146,14 @@ async def run_json_attempt(spec: AttemptSpec) -> AttemptResult:
     if spec.embeddings is not None:
         return _embeddings_result(spec, spec.embeddings, data, status=response.status_code, latency=latency,
                                   ttfb=ttfb)
-    adapter = get_adapter(spec.provider.kind)
     try:
-        parsed = adapter.parse_response(
-            status=response.status_code, data=data, inbound=spec.inbound, public_model=spec.model.name
-        )
+        if spec.responses is not None:
+            parsed = parse_responses_answer(kind=spec.provider.kind, status=response.status_code, data=data,
+                                            public_model=spec.model.name, call=spec.responses)
+        else:
+            parsed = get_adapter(spec.provider.kind).parse_response(
+                status=response.status_code, data=data, inbound=spec.inbound, public_model=spec.model.name
+            )
     except MalformedResponse:
         outcome = AttemptOutcome.failure(
             ErrorClass.INVALID_RESPONSE, "malformed", status=response.status_code, latency_s=latency
@@ -173,6 +196,8 @@ async def start_stream_attempt(spec: AttemptSpec) -> AttemptResult | LiveStream:
     Cancelled at any point (the client hung up), it closes the provider connection before it re-raises.
     """
     request = _request(spec)
+    if spec.provider.kind in aws_signing.SIGNED_KINDS and not spec.api_key:
+        request = await _signed(request, spec.provider)
     started = time.monotonic()
     try:
         response = await upstream.send(request)
@@ -196,10 +221,13 @@ async def start_stream_attempt(spec: AttemptSpec) -> AttemptResult | LiveStream:
         )
         return AttemptResult(outcome, error_body=data[:MAX_ERROR_BODY_BYTES])
 
-    adapter = get_adapter(spec.provider.kind)
-    translator = adapter.stream_translator(
-        inbound=spec.inbound, public_model=spec.model.name, client_wants_usage=spec.client_wants_usage
-    )
+    if spec.responses is not None:
+        translator = responses_stream_translator(kind=spec.provider.kind, public_model=spec.model.name,
+                                                 call=spec.responses)
+    else:
+        translator = get_adapter(spec.provider.kind).stream_translator(
+            inbound=spec.inbound, public_model=spec.model.name, client_wants_usage=spec.client_wants_usage
+        )
     chunks = response.aiter_raw()
     frames: list[bytes] = []
     got_bytes = False

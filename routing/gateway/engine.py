@@ -147,7 +147,9 @@ def _deadline(call: Call, contract: EffectiveContract) -> Deadline:
 async def _idempotency_begin(call: Call, journey: Journey, deadline: Deadline) -> HttpResponse | None:
     if journey.operation_id is None:
         raise RuntimeError("an idempotent request has an operation id")
-    fingerprint = request_fingerprint(canonical_json({"path": call.inbound, "body": call.body}))
+    # Responses: the client's own body (its chat equivalent is the gateway's), and its endpoint in the path.
+    body = call.responses.request.body if call.responses is not None else call.body
+    fingerprint = request_fingerprint(canonical_json({"path": call.audit_endpoint, "body": body}))
     remaining = deadline.remaining(time.monotonic())
     try:
         decision = await idempotency_store.begin(journey.operation_id, fingerprint=fingerprint,

@@ -26,6 +26,7 @@ from routing.core.selector import Selection
 from routing.core.sessions import SessionId, detect_session
 from routing.core.table import KeySpec, ModelSpec, RoutingTable
 from routing.providers.errors import Inbound
+from routing.providers.responses_calls import ResponsesCall
 
 
 @dataclass
@@ -41,10 +42,12 @@ class Call:
     table: RoutingTable
     started: float = field(default_factory=time.monotonic)
     started_unix: float = field(default_factory=time.time)
-    # Which endpoint: "chat" (chat completions, messages), "embeddings" (with its checked body) or
-    # "count_tokens"; the audit event records it.
+    # Which endpoint: "chat" (chat completions, messages), "embeddings" (with its checked body), "responses" (with
+    # its call: ``body`` is then the equivalent chat body, which routing reads) or "count_tokens"; the audit event
+    # records it.
     endpoint: str = "chat"
     embeddings: EmbeddingsRequest | None = None
+    responses: ResponsesCall | None = None
 
     @property
     def audit_endpoint(self) -> str:

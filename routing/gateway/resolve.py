@@ -35,7 +35,9 @@ def admit(call: Call, endpoint: str = "chat") -> str:
                            code="model_not_allowed", param="model", error_class="permanent")
     served = call.table.endpoints_of(requested)
     if served and endpoint not in served:  # nothing enabled behind it: the plan answers that (no_target)
-        raise GatewayError(400, f"The model `{requested}` does not serve the {endpoint} endpoint (it serves: "
+        # The Responses endpoint is served by chat models: its message names both.
+        asked = "responses endpoint (served by chat models)" if call.endpoint == "responses" else f"{endpoint} endpoint"
+        raise GatewayError(400, f"The model `{requested}` does not serve the {asked} (it serves: "
                                 f"{', '.join(sorted(served))}).", code="unsupported_endpoint", param="model",
                            error_class="permanent")
     return kind

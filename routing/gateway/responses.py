@@ -22,7 +22,7 @@ from routing.core.ledger import execution_key
 from routing.core.outcome import AttemptOutcome, ErrorClass
 from routing.core.table import ModelSpec
 from routing.core.validate import ValidationRules, validate_answer
-from routing.gateway import audit_handoff, governance
+from routing.gateway import audit_handoff, governance, stored_responses
 from routing.gateway.attempt import AttemptResult, LiveStream, model_cost
 from routing.gateway.json_schema import validate_instance
 from routing.gateway.planning import TARGET_PIN_NAMESPACE
@@ -108,7 +108,9 @@ def _execution_keys(journey: Journey, answer: Answer | None) -> list[dict[str, s
 
 
 def _after_success(call: Call, journey: Journey) -> None:
-    """Remember where this session was served: warm prompt cache and session keeping."""
+    """Remember where this session was served (warm prompt cache and session keeping) and keep a Responses answer
+    for ``previous_response_id``."""
+    stored_responses.remember(call, journey)
     model, session = journey.answered_by, call.detected_session
     if model is None or session is None or journey.plan is None:
         return

@@ -1,0 +1,84 @@
+"""One Responses API call to any provider kind: the request, the answer and the stream, by kind.
+
+An OpenAI-kind provider (``openai``) is called on its own Responses API (openai_responses). Every other kind,
+Azure OpenAI and the OpenAI-compatible presets included, is sent the equivalent chat request through its adapter
+(responses_to_chat) and its chat answer or stream is translated back (chat_to_responses, stream_to_responses), so
+a new adapter serves the Responses endpoint with no work of its own. Azure OpenAI goes through chat because its
+deployment URLs and API versions are what the adapter knows; its preview v1 Responses route is not used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from routing.core.table import ModelSpec, ProviderSpec
+from routing.providers import get_adapter
+from routing.providers.base import ParsedResponse, UpstreamRequest, join_url, load_json_body
+from routing.providers.capabilities import check_capabilities, required_capabilities
+from routing.providers.chat_to_responses import chat_completion_to_response
+from routing.providers.openai_responses import (
+    ResponsesPassThrough,
+    answer_from_response,
+    native_payload,
+    public_response,
+    usage_from_responses,
+)
+from routing.providers.responses_request import ResponsesRequest
+from routing.providers.stream_to_responses import ChatToResponsesStream, ResponsesEvents
+from routing.providers.streams import StreamTranslator
+
+NATIVE_KINDS = frozenset({"openai"})
+
+
+@dataclass(frozen=True)
+class ResponsesCall:
+    """What every attempt of one Responses request needs: the request, the id its answer gets, the whole
+    conversation (the stored turns of ``previous_response_id``, then this request's items) and its chat body."""
+
+    request: ResponsesRequest
+    response_id: str
+    created: int
+    conversation: list[dict[str, Any]] = field(repr=False)
+    chat: dict[str, Any] = field(repr=False)
+
+
+def build_responses_request(*, provider: ProviderSpec, model: ModelSpec, call: ResponsesCall, stream: bool,
+                            api_key: str) -> UpstreamRequest:
+    """The upstream request; CapabilityError / RequestShapeError before anything is sent."""
+    if provider.kind in NATIVE_KINDS:
+        check_capabilities(model, required_capabilities("openai", call.chat))
+        payload = native_payload(call.request.body, upstream_model=model.upstream, conversation=call.conversation,
+                                 stream=stream)
+        headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"}
+        return UpstreamRequest("POST", join_url(provider.base_url, "/responses"), headers, payload)
+    return get_adapter(provider.kind).build_request(provider=provider, model=model, body=call.chat,
+                                                    inbound="openai", stream=stream, api_key=api_key)
+
+
+def parse_responses_answer(*, kind: str, status: int, data: bytes, public_model: str,
+                           call: ResponsesCall) -> ParsedResponse:
+    """A 2xx upstream body as the client's Response object, with its Answer and Usage; MalformedResponse."""
+    request = call.request
+    if kind in NATIVE_KINDS:
+        response = load_json_body(data)
+        answer = answer_from_response(response)
+        client_body = public_response(response, response_id=call.response_id, public_model=public_model,
+                                      store=request.store, previous_response_id=request.previous_response_id)
+        return ParsedResponse(client_body, answer, usage_from_responses(response.get("usage")))
+    parsed = get_adapter(kind).parse_response(status=status, data=data, inbound="openai", public_model=public_model,
+                                              created=call.created)
+    client_body = chat_completion_to_response(parsed.client_body, request=request, response_id=call.response_id,
+                                              public_model=public_model, created=call.created)
+    return ParsedResponse(client_body, parsed.answer, parsed.usage)
+
+
+def responses_stream_translator(*, kind: str, public_model: str, call: ResponsesCall) -> StreamTranslator:
+    """A fresh translator from the provider's stream to Responses events, for one attempt."""
+    events = ResponsesEvents(request=call.request, response_id=call.response_id, public_model=public_model,
+                             created=call.created)
+    if kind in NATIVE_KINDS:
+        return ResponsesPassThrough(events)
+    inner = get_adapter(kind).stream_translator(inbound="openai", public_model=public_model, client_wants_usage=True,
+                                                created=call.created)
+    return ChatToResponsesStream(inner, events)
