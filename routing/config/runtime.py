@@ -18,6 +18,7 @@ from django.conf import settings
 from django.db import close_old_connections
 
 from routing import models as m
+from routing.clients import gcp_tokens
 from routing.clients.egress import egress
 from routing.config.provider_cloud import AWS_REFERENCE_FIELDS
 from routing.config.provider_keys import look_up
@@ -305,6 +306,8 @@ class Runtime:
                 # TLS files are read here, off the request path, and again at every change (rotated files).
                 for problem in egress.prepare(table.providers.values()):
                     log.error("TLS files of %s: its attempts fail without being sent", problem)
+                # Vertex AI providers' access tokens start being fetched now, in their own threads.
+                gcp_tokens.sources.prepare(table.providers.values())
                 self.swap(table)
                 self.last_error = None
                 log.info("routing table version %d loaded", version)

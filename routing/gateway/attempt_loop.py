@@ -18,6 +18,9 @@ from typing import NoReturn
 
 from django.http import HttpResponse, StreamingHttpResponse
 
+from routing.clients import gcp_tokens
+from routing.clients.aws_credentials import CredentialsUnavailable
+from routing.clients.gcp_tokens import GOOGLE_TOKEN_KINDS
 from routing.clients.http1 import PoolExhausted
 from routing.config.answer_checks import resolve_validator
 from routing.core.contracts import EffectiveContract
@@ -150,18 +153,21 @@ class AttemptLoop:
                        allowance: AttemptAllowance, *, probe: bool) -> AttemptResult | LiveStream | None:
         """One attempt; None when the request cannot be sent to this target (recorded as a fallback)."""
         provider = self.call.table.providers[model.provider]
-        keys = provider.api_keys
-        if not keys and provider.key_problems:
+        keys, key_problems = provider.api_keys, provider.key_problems
+        if provider.kind in GOOGLE_TOKEN_KINDS:  # Vertex AI: the key is the provider's current access token
+            keys, key_problems = await gcp_tokens.access_keys(provider)
+        if not keys and key_problems:
             # Keys are configured but none resolved (a reference refused, a variable unset): going out without
             # one would only earn a 401, so the attempt fails here as the configuration error it is.
             health.end(time.monotonic(), probe=probe)
-            record.error_message = f"provider {provider.name} has no usable key: {'; '.join(provider.key_problems)}"
+            record.error_message = f"provider {provider.name} has no usable key: {'; '.join(key_problems)}"
             return AttemptResult(AttemptOutcome.failure(ErrorClass.INCOMPATIBLE, "key_unavailable"))
         api_key = keys[state.next_key_index(provider.name, len(keys))].reveal() if keys else ""
         spec = AttemptSpec(provider=provider, model=model, body=self.call.body, inbound=self.call.inbound,
                            stream=self.call.features.stream and self.call.embeddings is None, api_key=api_key,
                            timeout_s=self._attempt_timeout(allowance), rules=self.rules,
-                           client_wants_usage=self.wants_usage, embeddings=self.call.embeddings)
+                           client_wants_usage=self.wants_usage, embeddings=self.call.embeddings,
+                           responses=self.call.responses)
         try:
             result = await (start_stream_attempt(spec) if spec.stream else run_json_attempt(spec))
         except TranslationError as exc:
@@ -171,6 +177,10 @@ class AttemptLoop:
             record.action = "fallback" if self.index + 1 < len(self.models) else "gave_up"
             record.error_message = exc.message
             return None
+        except CredentialsUnavailable as exc:  # Bedrock signing: no AWS credentials configured or found
+            health.end(time.monotonic(), probe=probe)
+            record.error_message = f"provider {provider.name} has no usable key: {exc}"
+            return AttemptResult(AttemptOutcome.failure(ErrorClass.INCOMPATIBLE, "key_unavailable"))
         except PoolExhausted as exc:
             health.end(time.monotonic(), probe=probe)
             self._gateway_overloaded(model, record, exc)

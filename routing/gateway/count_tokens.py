@@ -1,7 +1,8 @@
 """``POST /v1/messages/count_tokens``: counted by an Anthropic provider behind the name, estimated otherwise.
 
 The name is admitted as for ``/v1/messages`` (it must exist, the key may use it, and it serves chat). The first
-model behind it (in declaration order) on an Anthropic-kind provider that is not cooling down counts the
+model behind it (in declaration order) on an Anthropic-kind provider (``anthropic``, or ``vertex_anthropic``:
+Claude on Vertex AI) that is not cooling down counts the
 tokens with Anthropic's own endpoint; the answer says ``X-GoModel-Token-Count: provider``. With no such
 model, or when that provider fails (5xx, 429, a network error, an answer without a count), the gateway's
 own estimate answers instead, marked ``X-GoModel-Token-Count: estimate``: the characters of the system
@@ -20,7 +21,8 @@ import time
 from django.conf import settings
 from django.http import HttpResponse
 
-from routing.clients import upstream
+from routing.clients import gcp_tokens, upstream
+from routing.clients.gcp_tokens import GOOGLE_TOKEN_KINDS
 from routing.core.error_classifier import classify_exception, classify_http_error
 from routing.core.features import CHARS_PER_TOKEN
 from routing.core.outcome import AttemptOutcome, ErrorClass
@@ -31,7 +33,7 @@ from routing.gateway.resolve import admit
 from routing.gateway.responses import finish
 from routing.gateway.state import state
 from routing.providers import MalformedResponse, get_adapter
-from routing.providers.count_tokens import build_count_tokens_request, parse_count_tokens
+from routing.providers.count_tokens import COUNTING_KINDS, build_count_tokens_request, parse_count_tokens
 
 COUNT_SOURCE_HEADER = "X-GoModel-Token-Count"  # "provider" or "estimate"
 MAX_ERROR_BODY_BYTES = 64 * 1024
@@ -48,7 +50,9 @@ def _counting_model(call: Call) -> ModelSpec | None:
     now = time.monotonic()
     for model in call.table.leaf_models(call.features.model):
         provider = call.table.providers.get(model.provider)
-        if provider is None or provider.kind != "anthropic" or not provider.api_keys:
+        if provider is None or provider.kind not in COUNTING_KINDS:
+            continue
+        if not provider.api_keys and provider.kind not in GOOGLE_TOKEN_KINDS:
             continue
         if state.health.get(model.name).vitals(now).available:
             return model
@@ -87,6 +91,10 @@ async def _ask_provider(call: Call, journey: Journey, model: ModelSpec) -> int |
     """The provider's count, or None when it failed in a way the estimate may stand in for."""
     provider = call.table.providers[model.provider]
     keys = provider.api_keys
+    if provider.kind in GOOGLE_TOKEN_KINDS:  # Vertex AI: the key is the provider's current access token
+        keys, _problems = await gcp_tokens.access_keys(provider)
+        if not keys:
+            return None  # no token yet: the estimate answers (the attempt path reports the problem)
     api_key = keys[state.next_key_index(provider.name, len(keys))].reveal()
     built = build_count_tokens_request(provider, model, call.body, api_key, call.headers)
     payload = json.dumps(built.json, ensure_ascii=False, separators=(",", ":")).encode()

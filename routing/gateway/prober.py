@@ -32,6 +32,9 @@ from typing import Any
 
 from django.conf import settings
 
+from routing.clients import gcp_tokens
+from routing.clients.aws_signing import SIGNED_KINDS
+from routing.clients.gcp_tokens import GOOGLE_TOKEN_KINDS
 from routing.clients.probe_lease import ProbeLease
 from routing.clients.redis_client import RedisReplyError, RedisUnavailable
 from routing.clients.shared_state_store import DEFAULT_PREFIX
@@ -194,15 +197,19 @@ class Prober:
         provider, model = table.providers[task.provider], table.models[task.target]
         started, started_unix = self._clock(), time.time()
         keys = provider.api_keys
-        if not keys:
+        if provider.kind in GOOGLE_TOKEN_KINDS:  # Vertex AI: the key is the provider's current access token
+            keys, _problems = await gcp_tokens.access_keys(provider)
+        # A Bedrock provider without an API key signs with AWS credentials instead (send_probe signs).
+        signed = provider.kind in SIGNED_KINDS and not provider.key_problems
+        if not keys and not signed:
             # No configured key resolves (docs/providers.md): nothing is sent, and the lockout stays.
             call = ProbeCall(AttemptOutcome.failure(ErrorClass.INCOMPATIBLE, "key_unavailable"), task.mode)
         elif task.reason == "lockout":
             # A lockout is the key's verdict: every key the provider's attempts use must pass.
-            call = await self._each_key(provider_keys=[k.reveal() for k in keys], task=task, table=table)
+            call = await self._each_key(provider_keys=[k.reveal() for k in keys] or [""], task=task, table=table)
         else:
-            key = keys[self.state.next_key_index(provider.name, len(keys))]
-            call = await send_probe(provider, model, task.mode, key.reveal())
+            key = keys[self.state.next_key_index(provider.name, len(keys))].reveal() if keys else ""
+            call = await send_probe(provider, model, task.mode, key)
         health = self.state.health.peek(task.target)
         if health is None:  # the target left the routing table while the probe was out
             return None

@@ -39,6 +39,7 @@ from __future__ import annotations
 from routing.providers.anthropic_adapter import AnthropicAdapter
 from routing.providers.azure_adapter import AzureOpenAIAdapter
 from routing.providers.base import Adapter, ParsedResponse, UpstreamError, UpstreamRequest, client_wants_usage
+from routing.providers.bedrock_adapter import BedrockAdapter
 from routing.providers.capabilities import check_capabilities, required_capabilities
 from routing.providers.cohere_adapter import CohereAdapter
 from routing.providers.errors import (
@@ -58,11 +59,13 @@ from routing.providers.openai_preset_adapter import OpenAIPresetAdapter
 from routing.providers.openai_presets import PRESETS
 from routing.providers.stream_decoding import StreamFailure
 from routing.providers.streams import StreamTranslator
+from routing.providers.vertex_adapter import VertexAnthropicAdapter, VertexGeminiAdapter
 
 _ADAPTERS: dict[str, Adapter] = {
     adapter.kind: adapter
     for adapter in (
-        OpenAIAdapter(), AzureOpenAIAdapter(), AnthropicAdapter(), GeminiAdapter(), CohereAdapter(),
+        OpenAIAdapter(), AzureOpenAIAdapter(), AnthropicAdapter(), GeminiAdapter(), CohereAdapter(), BedrockAdapter(),
+        VertexGeminiAdapter(), VertexAnthropicAdapter(),
         *(OpenAIPresetAdapter(preset) for preset in PRESETS.values()),
     )
 }

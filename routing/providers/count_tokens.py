@@ -3,6 +3,10 @@
 Only the fields the endpoint takes are sent (``model`` rewritten to the upstream name, ``messages``, ``system``,
 ``tools``, ``tool_choice``, ``thinking``, ``mcp_servers``): a client that sends its whole Messages body,
 ``max_tokens`` and ``stream`` included, still gets a count rather than the provider's "extra inputs" error.
+
+On Vertex AI (``vertex_anthropic``) the same body (plus ``"anthropic_version": "vertex-2023-10-16"``) goes to
+``.../publishers/anthropic/models/count-tokens:rawPredict`` with the provider's access token; the answer is
+Anthropic's.
 """
 
 from __future__ import annotations
@@ -14,8 +18,10 @@ from routing.core.table import ModelSpec, ProviderSpec
 from routing.providers.anthropic_adapter import AnthropicAdapter
 from routing.providers.base import UpstreamRequest, join_url, load_json_body
 from routing.providers.errors import MalformedResponse
+from routing.providers.vertex_adapter import VERTEX_ANTHROPIC_VERSION, bearer_headers, publisher_url
 
 COUNTED_FIELDS = ("messages", "system", "tools", "tool_choice", "thinking", "mcp_servers")
+COUNTING_KINDS = frozenset({"anthropic", "vertex_anthropic"})  # the provider kinds that count tokens for us
 _anthropic = AnthropicAdapter()
 
 
@@ -23,11 +29,16 @@ def build_count_tokens_request(provider: ProviderSpec, model: ModelSpec, body: M
                                client_headers: Mapping[str, str] | None = None) -> UpstreamRequest:
     payload: dict[str, Any] = {"model": model.upstream}
     payload.update({name: body[name] for name in COUNTED_FIELDS if name in body})
-    headers = _anthropic.headers(api_key)
+    if provider.kind == "vertex_anthropic":
+        payload["anthropic_version"] = VERTEX_ANTHROPIC_VERSION
+        headers = bearer_headers(api_key)
+        url = publisher_url(provider, "anthropic", "count-tokens", "rawPredict")
+    else:
+        headers = _anthropic.headers(api_key)
+        url = join_url(provider.base_url, "/messages/count_tokens", version="/v1")
     if client_headers:
         headers.update(_anthropic.forwarded_headers(client_headers, "anthropic"))
-    return UpstreamRequest("POST", join_url(provider.base_url, "/messages/count_tokens", version="/v1"), headers,
-                           payload)
+    return UpstreamRequest("POST", url, headers, payload)
 
 
 def parse_count_tokens(data: bytes) -> int:

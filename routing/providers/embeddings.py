@@ -14,6 +14,12 @@
 - ``gemini``: ``POST {base_url}/v1beta/models/{upstream}:batchEmbedContents``, one request per input;
   ``dimensions`` becomes ``outputDimensionality``. Gemini counts no tokens for embeddings, so the usage is the
   gateway's estimate and says so (``usage_estimated``); token-id inputs have no Gemini equivalent (a 400).
+- ``bedrock``: ``POST {base_url}/model/{upstream}/invoke`` for Amazon Titan (one input per request) and Cohere
+  Embed (up to 96), each in its own body (``bedrock_embeddings``); signed like Bedrock chat requests.
+- ``cohere``: ``POST {base_url}/v2/embed`` (``routing.providers.cohere_embeddings``), ``input_type`` from the
+  client's body or ``search_document``, with the provider's billed token counts.
+- ``vertex``: ``POST .../publishers/google/models/{upstream}:predict`` (``routing.providers.vertex_embeddings``),
+  with the provider's token counts.
 
 Upstreams are always asked for floats; a client that wants ``base64`` gets the floats packed by the gateway
 (little-endian float32, as OpenAI encodes them), so every provider answers both encodings the same way.
@@ -32,8 +38,11 @@ from routing.core.embeddings import EmbeddingsRequest, encode_base64
 from routing.core.table import ModelSpec, ProviderSpec
 from routing.providers.azure_adapter import DEFAULT_API_VERSION
 from routing.providers.base import UpstreamRequest, join_url, load_json_body
+from routing.providers.bedrock_embeddings import bedrock_embeddings_request, bedrock_vectors
+from routing.providers.cohere_embeddings import cohere_embeddings_request, cohere_embeddings_vectors
 from routing.providers.errors import CapabilityError, MalformedResponse
 from routing.providers.openai_presets import PRESETS
+from routing.providers.vertex_embeddings import vertex_embeddings_request, vertex_embeddings_vectors
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +163,9 @@ _FORMATS: dict[str, tuple[_Build, _Read]] = {
     "openai": (_openai_request, _openai_vectors),
     "azure_openai": (_azure_request, _openai_vectors),
     "gemini": (_gemini_request, _gemini_vectors),
+    "cohere": (cohere_embeddings_request, cohere_embeddings_vectors),
+    "bedrock": (bedrock_embeddings_request, bedrock_vectors),  # Titan and Cohere Embed (bedrock_embeddings)
+    "vertex": (vertex_embeddings_request, vertex_embeddings_vectors),
     **{kind: (_preset_request, _openai_vectors) for kind in ("mistral", "together", "fireworks", "ollama", "vllm",
                                                               "lmstudio") if kind in PRESETS},
 }

@@ -14,6 +14,8 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from routing.simulator.asgi_io import BodyTooLarge, Connection, Receive, Scope, Send
+from routing.simulator.bedrock_embed import serve_bedrock_embeddings
+from routing.simulator.cohere_embed import serve_cohere_embeddings
 from routing.simulator.config import SimulatorConfig, load_config
 from routing.simulator.control import ControlEndpoints
 from routing.simulator.count_tokens import serve_count_tokens
@@ -34,9 +36,13 @@ from routing.simulator.routes import (
     match_route,
 )
 from routing.simulator.state import SimulatorState
+from routing.simulator.vertex_embed import serve_vertex_embeddings
 from routing.simulator.wire.base import UNKNOWN_PATH, Problem, RenderContext
 
 SHUTDOWN = "shutdown"
+# Embedding formats answered by their own module; the rest (OpenAI, Azure, Gemini) by ``embed``.
+_EMBED_SERVERS = {"vertex": serve_vertex_embeddings, "cohere": serve_cohere_embeddings,
+                  "bedrock": serve_bedrock_embeddings}
 # Bodies above this size are counted but not kept, so 10,000 records of large prompts stay small.
 RECORDED_BODY_BYTES = 1024 * 1024
 
@@ -104,7 +110,8 @@ class SimulatorApp:
             if route.action == GENERATE:
                 await self._generate(conn, route, headers, query)
             elif route.action == EMBED:
-                await serve_embeddings(self.state, conn, route, headers, query)
+                serve = _EMBED_SERVERS.get(route.wire.name, serve_embeddings)
+                await serve(self.state, conn, route, headers, query)
             elif route.action == COUNT_TOKENS:
                 await serve_count_tokens(self.state, conn, route, headers, query)
             elif route.action == CONTROL:

@@ -38,7 +38,8 @@ async def _answer(state: SimulatorState, exchange: Exchange, route: Route, body:
                   too_large: bool, headers: dict[str, str], query: dict[str, str]) -> None:
     problem = admission_problem(exchange, body, parsed=parsed, too_large=too_large, headers=headers, query=query)
     if problem is None:
-        extra = sorted(set(body) - _ACCEPTED)
+        vertex = route.wire.name == "vertex_anthropic"  # Vertex AI's count also takes anthropic_version
+        extra = sorted(set(body) - _ACCEPTED - ({"anthropic_version"} if vertex else set()))
         if extra:
             problem = Problem(INVALID_REQUEST, 400, message=f"{extra[0]}: Extra inputs are not permitted",
                               param=extra[0])
