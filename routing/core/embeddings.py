@@ -88,6 +88,7 @@ class EmbeddingsRequest:
     encoding_format: str = "float"
     dimensions: int | None = None
     user: str | None = None
+    input_type: str | None = None  # what the texts are for (Cohere's search_query, search_document, ...)
 
     def estimated_tokens(self) -> int:
         """Input tokens as the gateway estimates them (a token array counts its ids; text ~4 characters/token)."""
@@ -141,8 +142,12 @@ def parse_embeddings_request(body: dict[str, Any]) -> EmbeddingsRequest:
     user = body.get("user")
     if user is not None and not isinstance(user, str):
         raise EmbeddingsRequestError("user", "user: expected a string")
+    # Not OpenAI's: a retrieval hint that formats with such a field carry (Cohere); the others ignore it.
+    input_type = body.get("input_type")
+    if input_type is not None and (not isinstance(input_type, str) or not input_type):
+        raise EmbeddingsRequestError("input_type", "input_type: expected a string such as search_query")
     return EmbeddingsRequest(model=model, inputs=tuple(inputs), encoding_format=encoding, dimensions=dimensions,
-                             user=user)
+                             user=user, input_type=input_type)
 
 
 def encode_base64(vector: Sequence[float]) -> str:
