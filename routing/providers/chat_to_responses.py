@@ -26,7 +26,8 @@ def responses_usage(usage: Usage) -> dict[str, Any]:
     """A Responses ``usage`` object (input includes cached tokens, output includes reasoning ones)."""
     return {
         "input_tokens": usage.input_tokens,
-        "input_tokens_details": {"cached_tokens": usage.cached_input_tokens},
+        "input_tokens_details": {"cached_tokens": usage.cached_input_tokens,
+                                 "cache_write_tokens": usage.cache_creation_tokens},
         "output_tokens": usage.output_tokens,
         "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
         "total_tokens": usage.total_tokens,

@@ -56,6 +56,7 @@ def usage_from_responses(data: Any) -> Usage:
         input_tokens=max(int_or(usage.get("input_tokens"), 0), 0),
         output_tokens=max(int_or(usage.get("output_tokens"), 0), 0),
         cached_input_tokens=max(int_or(input_details.get("cached_tokens"), 0), 0),
+        cache_creation_tokens=max(int_or(input_details.get("cache_write_tokens"), 0), 0),
         reasoning_tokens=max(int_or(output_details.get("reasoning_tokens"), 0), 0),
     )
 
