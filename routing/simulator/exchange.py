@@ -88,7 +88,8 @@ async def refuse(exchange: Exchange, problem: Problem, headers: Sequence[tuple[b
     reply = exchange.wire.error(problem)
     exchange.record["status"] = reply.status
     exchange.record["error"] = problem.case
-    response_headers = [JSON_HEADER, *exchange.wire.response_headers(exchange.ctx), *headers]
+    response_headers = [JSON_HEADER, *exchange.wire.response_headers(exchange.ctx),
+                        *exchange.wire.error_headers(problem, list(headers))]
     await exchange.conn.respond(reply.status, response_headers, reply.body)
 
 

@@ -15,7 +15,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
-AUTH_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "x-goog-api-key", "proxy-authorization", "cookie"})
+AUTH_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "x-goog-api-key", "proxy-authorization", "cookie",
+                          "x-amz-security-token"})
 AUTH_QUERY = frozenset({"key"})
 MASK = "***"
 

@@ -133,6 +133,11 @@ class WireFormat(ABC):
         """Provider-specific headers added to every response (request ids)."""
         return []
 
+    def error_headers(self, problem: Problem, headers: Headers) -> Headers:
+        """The headers of an error response for ``problem``, given a fault's ``Retry-After`` ones (kept by
+        default; a provider that names its error in a header, or sends no Retry-After, says so here)."""
+        return headers
+
     def render_models(self, models: Sequence[tuple[str, int]]) -> bytes:
         """The provider's model list for (name, context window) pairs; OpenAI's shape by default."""
         data = [{"id": name, "object": "model", "created": 1700000000, "owned_by": "simulator"} for name, _ in models]
