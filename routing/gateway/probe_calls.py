@@ -13,7 +13,8 @@ import json
 import time
 from dataclasses import dataclass
 
-from routing.clients import upstream
+from routing.clients import aws_signing, upstream
+from routing.clients.aws_credentials import CredentialsUnavailable, credential_cache
 from routing.clients.http1 import PoolExhausted
 from routing.core.answer import Usage
 from routing.core.error_classifier import classify_exception, classify_http_error
@@ -60,6 +61,11 @@ async def send_probe(provider: ProviderSpec, model: ModelSpec, mode: ProbeMode, 
     payload = b"" if built.method == "GET" else json.dumps(built.json, separators=(",", ":")).encode()
     request = upstream.build(built.method, built.url, built.headers, payload,
                              min(PROBE_TIMEOUT_S, provider.timeout_s), provider=provider)
+    if provider.kind in aws_signing.SIGNED_KINDS and not api_key:  # Bedrock without an API key: SigV4
+        try:
+            request = aws_signing.sign(request, await credential_cache.get(provider), region=provider.region)
+        except CredentialsUnavailable:
+            return ProbeCall(AttemptOutcome.failure(ErrorClass.INCOMPATIBLE, "key_unavailable"), mode)
     started = time.monotonic()
     first_byte = False
     try:
