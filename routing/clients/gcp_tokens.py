@@ -105,6 +105,7 @@ class TokenSource:
         self._loader, self._transport, self._clock = loader, transport, clock
         self._key: Secret | None = None
         self._expires_at = 0.0
+        self._usable_until = 0.0
         self._problem = "no access token fetched yet"
         self._failing = False
         self._attempted = threading.Event()  # set once the first fetch ended, well or not
@@ -122,7 +123,7 @@ class TokenSource:
     def current(self) -> Secret | None:
         """The cached token while it is valid for a while yet, else None. Never blocks."""
         key = self._key
-        if key is None or self._clock() >= self._expires_at - EXPIRY_SAFETY_S:
+        if key is None or self._clock() >= self._usable_until:
             return None
         return key
 
@@ -190,7 +191,9 @@ class TokenSource:
         # google-auth keeps expiry as a naive UTC datetime.
         expires_at = (expiry.replace(tzinfo=datetime.UTC).timestamp() if expiry is not None
                       else now + DEFAULT_LIFETIME_S)
-        self._key, self._expires_at = Secret(token), expires_at
+        # Handed out until shortly before it expires (a quarter of its life for a short-lived token).
+        usable_until = expires_at - min(EXPIRY_SAFETY_S, max(0.0, expires_at - now) / 4)
+        self._key, self._expires_at, self._usable_until = Secret(token), expires_at, usable_until
         self.fetches += 1
         if self._failing:
             log.info("provider %s: Google access token fetched again; its requests go out", self.provider)
