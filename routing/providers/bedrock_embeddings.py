@@ -7,10 +7,11 @@ The family is read from the model id (a regional profile prefix such as ``us.`` 
   400 naming ``input`` (a fan-out would multiply the calls, the latency and the failure modes of one request; a
   client batches against a model that takes batches). ``dimensions`` (256, 512 or 1024) and ``normalize: true``
   are sent to v2 only: v1 takes neither.
-- ``cohere.embed-*`` (Cohere Embed v3 and v4 on Bedrock): ``{"texts", "input_type": "search_document",
-  "embedding_types": ["float"]}``, up to 96 inputs; answer ``{"embeddings": {"float": [...]}}`` (or a bare list).
-  ``dimensions`` becomes ``output_dimension`` on v4; v3 makes vectors of one size only, so another size is refused.
-  Cohere reports no token counts here: the usage is the gateway's estimate (``usage_estimated``).
+- ``cohere.embed-*`` (Cohere Embed v3 and v4 on Bedrock): ``{"texts", "input_type", "embedding_types":
+  ["float"]}``, up to 96 inputs, ``input_type`` from the client's body (default ``search_document``); answer
+  ``{"embeddings": {"float": [...]}}`` (or a bare list). ``dimensions`` becomes ``output_dimension`` on v4; v3
+  makes vectors of one size only, so another size is refused. Cohere reports no token counts here: the usage is
+  the gateway's estimate (``usage_estimated``).
 
 Token-id inputs have no equivalent in either family (a 400). Signing is the chat requests' own (the request has
 no API key header when SigV4 signs it, see bedrock_adapter).
@@ -29,6 +30,7 @@ from routing.providers.bedrock_adapter import bedrock_headers, model_url
 from routing.providers.errors import CapabilityError, MalformedResponse
 
 COHERE_MAX_TEXTS = 96  # Cohere Embed's own limit per call
+TITAN_SIZES = (256, 512, 1024)  # the sizes Titan Text Embeddings v2 makes
 TITAN = "amazon.titan-embed"
 COHERE = "cohere.embed"
 
@@ -68,6 +70,9 @@ def bedrock_embeddings_request(provider: ProviderSpec, model: ModelSpec, request
         body: dict[str, Any] = {"inputText": texts[0]}
         if "v1" not in model.upstream:  # Titan v2 and later: a size and unit-length vectors
             if request.dimensions is not None:
+                if request.dimensions not in TITAN_SIZES:
+                    raise CapabilityError("dimensions", f"{model.name} makes vectors of 256, 512 or 1024 dimensions",
+                                          "dimensions")
                 body["dimensions"] = request.dimensions
             body["normalize"] = True
         elif request.dimensions is not None and request.dimensions != model.dimensions:
@@ -77,7 +82,7 @@ def bedrock_embeddings_request(provider: ProviderSpec, model: ModelSpec, request
         if len(texts) > COHERE_MAX_TEXTS:
             raise CapabilityError("batch", f"Cohere Embed on Bedrock takes at most {COHERE_MAX_TEXTS} inputs per "
                                            f"request; {len(texts)} were sent", "input")
-        body = {"texts": texts, "input_type": "search_document", "embedding_types": ["float"]}
+        body = {"texts": texts, "input_type": request.input_type or "search_document", "embedding_types": ["float"]}
         if request.dimensions is not None:
             if "v4" in model.upstream:
                 body["output_dimension"] = request.dimensions
