@@ -91,10 +91,10 @@ def _read_json(request: HttpRequest) -> dict[str, Any]:
     return data
 
 
-def _prepare(request: HttpRequest, inbound: Inbound, request_id: str) -> Call:
+def _prepare(request: HttpRequest, inbound: Inbound, request_id: str, body: dict[str, Any] | None = None) -> Call:
     table = current_table()
     caller = caller_of(request, table)
-    body = _read_json(request)
+    body = _read_json(request) if body is None else body
     check_body(body, inbound)
     headers = {name.lower(): value for name, value in request.headers.items()}
     arrival = arrival_of(request)  # the deadline counts from here: the upload is part of the client's time
@@ -142,10 +142,10 @@ async def embeddings(request: HttpRequest) -> HttpResponseBase:
         return error_response("openai", exc, request_id)
 
 
-def _prepare_embeddings(request: HttpRequest, request_id: str) -> Call:
+def _prepare_embeddings(request: HttpRequest, request_id: str, body: dict[str, Any] | None = None) -> Call:
     table = current_table()
     caller = caller_of(request, table)
-    body = _read_json(request)
+    body = _read_json(request) if body is None else body
     try:
         parsed = parse_embeddings_request(body)
     except EmbeddingsRequestError as exc:
@@ -273,17 +273,39 @@ def _strengths(name: str, table: RoutingTable) -> dict[str, list[str]]:
 
 
 async def explain(request: HttpRequest) -> HttpResponseBase:
-    """POST /v1/routing/explain: the verdict and the candidate ranking for a body, without calling upstream."""
+    """POST /v1/routing/explain: the verdict and the candidate ranking for a body, without calling upstream.
+
+    The body is a chat body (OpenAI's, or Anthropic's with ``?shape=anthropic``) or, with ``?endpoint=embeddings``
+    or when it has no ``messages`` and its model serves embeddings, an embeddings body.
+    """
     inbound: Inbound = "anthropic" if request.GET.get("shape") == "anthropic" else _inbound_of(request)
     if request.method != "POST":
         return error_response(inbound, GatewayError(405, "Use POST for /v1/routing/explain.",
                                                     code="method_not_allowed"))
     request_id = uuid.uuid4().hex
     try:
-        data = await explain_call(_prepare(request, inbound, request_id))
+        data = await explain_call(_prepare_explained(request, inbound, request_id))
     except GatewayError as exc:
         return error_response(inbound, exc, request_id)
     return HttpResponse(_renderer.render(data), content_type="application/json")
+
+
+def _prepare_explained(request: HttpRequest, inbound: Inbound, request_id: str) -> Call:
+    """The Call an explanation is about: chat or embeddings, as ``explain`` says; the body is read once."""
+    endpoint = request.GET.get("endpoint")
+    if endpoint not in (None, "chat", "embeddings"):
+        raise GatewayError(400, f"endpoint: expected chat or embeddings, got {endpoint[:40]!r}.", param="endpoint",
+                           code="invalid_request", error_class="permanent")
+    table = current_table()
+    caller_of(request, table)  # an unknown caller learns nothing about its body
+    body = _read_json(request)
+    if endpoint is None:
+        model = body.get("model")
+        served = table.endpoints_of(model) if isinstance(model, str) else frozenset()
+        endpoint = "embeddings" if "messages" not in body and served == {"embeddings"} else "chat"
+    if endpoint == "embeddings":
+        return _prepare_embeddings(request, request_id, body)
+    return _prepare(request, inbound, request_id, body)
 
 
 async def not_found(request: HttpRequest, path: str = "") -> HttpResponseBase:

@@ -1,7 +1,9 @@
 """POST /v1/routing/explain: what the gateway would decide for a body, without calling upstream.
 
 Nothing is changed by an explanation: the session pin is read, not written; round-robin positions and the
-random generator are copies; no attempt is made.
+random generator are copies; no attempt is made. An embeddings request (``call.embeddings``) is explained as
+the engine routes it, without a session, and each planned target is put through its translation
+(``explain_embeddings``).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any
 
 from routing.core.sessions import apply_tier_pin
 from routing.gateway.categories import category_verdict
+from routing.gateway.explain_embeddings import explain_embeddings
 from routing.gateway.planning import PlanInputs, plan_targets
 from routing.gateway.policies import choose_policy, policy_view, settle_policy
 from routing.gateway.records import Call
@@ -30,12 +33,15 @@ async def explain_call(call: Call) -> dict[str, Any]:
     """
     table = call.table
     requested = call.features.model
-    kind = admit(call)
+    embeddings = call.embeddings
+    kind = admit(call, "embeddings" if embeddings is not None else "chat")
     policy = choose_policy(call)
-    out: dict[str, Any] = {"model": requested, "kind": kind, "config_version": table.version}
+    out: dict[str, Any] = {"model": requested, "kind": kind, "config_version": table.version,
+                           "endpoint": "embeddings" if embeddings is not None else "chat"}
     target, route_contract = requested, None
     session = call.session
-    out["session"] = {"source": session.source}
+    if embeddings is None:  # embeddings keep no session (the engine's _plan says why)
+        out["session"] = {"source": session.source}
     if kind == "category":
         category_route = table.category_routes[requested]
         category = category_verdict(call, category_route)
@@ -75,8 +81,9 @@ async def explain_call(call: Call) -> dict[str, Any]:
                           rng=random.Random(0),  # noqa: S311 - a copy for ranking, not cryptography
                           selector_config=state.selector_config, quotas=state.quotas)  # read, never counted
     now = time.monotonic()
-    inputs = PlanInputs(table=table, contract=contract, session_targets={},
-                        warm_target=state.warm.get(session.value, now), now=now, policy=policy)
+    warm = state.warm.get(session.value, now) if embeddings is None else None
+    inputs = PlanInputs(table=table, contract=contract, session_targets={}, warm_target=warm, now=now,
+                        policy=policy)
     plan = plan_targets(target, inputs, shadow)
     settle_policy(policy, plan)
     out["policy"] = policy_view(policy)
@@ -87,6 +94,11 @@ async def explain_call(call: Call) -> dict[str, Any]:
     for selection in out["selections"]:
         selection["exploration_targets"] = _exploration_targets(selection)
     out["rejected"] = [{"target": t, "reason": r} for t, r in plan.rejected]
+    if embeddings is not None:
+        candidates, refused, section = explain_embeddings(embeddings, table, plan.models)
+        out["candidates"] = candidates
+        out["rejected"] += refused
+        out["embeddings"] = section
     if plan.retry_after_s is not None:
         out["all_cooling_retry_after_s"] = plan.retry_after_s
     return out
