@@ -44,6 +44,7 @@ class TokenServer:
 
     expires_in: int = 3600
     prefix: str = "ya29.test-token-"
+    fixed: str | None = None  # answer this token every time instead of a numbered series
     fail_with: tuple[int, dict[str, Any]] | None = None  # (status, body) answered instead of a token
     grants: list[Grant] = field(default_factory=list)
 
@@ -105,7 +106,7 @@ class TokenServer:
             if self.fail_with is not None:
                 self.grants.append(Grant(time.time(), claims, None))
                 return self.fail_with
-            token = f"{self.prefix}{len([g for g in self.grants if g.token]) + 1}"
+            token = self.fixed or f"{self.prefix}{len([g for g in self.grants if g.token]) + 1}"
             self.grants.append(Grant(time.time(), claims, token))
             return 200, {"access_token": token, "expires_in": self.expires_in, "token_type": "Bearer"}
 
