@@ -43,6 +43,7 @@ from harness.configs import (
     simulator_config,
 )
 from harness.embeddings import run_embeddings
+from harness.responses import run_responses
 from harness.loadruns import Endpoints, LoadRow, run_matrix, warm_up
 from harness.machine import machine_info, raise_file_limit
 from harness.meter import Meter
@@ -52,7 +53,9 @@ from harness.streams import hold_streams
 from harness.summary import build_summary, summary_from_file
 from harness.wrk import INSTALL_HINT, fixed_body_script, run_wrk, wrk_path
 
-PHASES = ("micro", "load", "embeddings", "reference", "profile", "streams", "soak", "broker")
+PHASES = ("micro", "load", "embeddings", "responses", "reference", "profile", "streams", "soak", "broker")
+# The phases run against the gateway started with in-process audit (the broker phase starts its own).
+_GATEWAY_PHASES = {"load", "embeddings", "responses", "reference", "profile", "streams", "soak"}
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 
@@ -233,6 +236,13 @@ class Bench:
         self.results["embeddings"] = rows
         self.gateway_requests += sum(r["wrk"]["requests"] for r in rows if r["route"] == "gateway")
 
+    def phase_responses(self) -> None:
+        log(f"\n== responses (the chat rows' question on /v1/responses), {self.args.seconds:g}s each")
+        rows = run_responses(self.meter(), self.endpoints(), concurrencies=self.args.concurrencies,
+                             seconds=self.args.seconds, progress=log)
+        self.results["responses"] = rows
+        self.gateway_requests += sum(r["wrk"]["requests"] for r in rows if r["route"] != "direct")
+
     def phase_profile(self) -> None:
         self.profile_with_py_spy()
         self.profile_in_process()
@@ -353,7 +363,7 @@ class Bench:
 def run(args: argparse.Namespace) -> int:
     started_at = time.strftime("%Y-%m-%d %H:%M:%S %Z")
     limits = raise_file_limit()
-    if wrk_path() is None and args.phases & {"load", "embeddings", "reference", "profile", "soak", "broker"}:
+    if wrk_path() is None and args.phases & (_GATEWAY_PHASES - {"streams"} | {"broker"}):
         log(INSTALL_HINT)
         return 2
     work_dir = Path(tempfile.mkdtemp(prefix="gomodel-bench-"))
@@ -370,11 +380,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         if "micro" in args.phases:
             bench.phase_micro()
-        needs_servers = args.phases & {"load", "embeddings", "reference", "profile", "streams", "soak", "broker"}
+        needs_servers = args.phases & (_GATEWAY_PHASES | {"broker"})
         if needs_servers:
             bench.start_simulator()
             bench.prepare_database()
-        if args.phases & {"load", "embeddings", "reference", "profile", "streams", "soak"}:
+        if args.phases & _GATEWAY_PHASES:
             bench.start_gateway(broker=False)
             if "reference" in args.phases:
                 bench.phase_reference()
@@ -383,6 +393,8 @@ def run(args: argparse.Namespace) -> int:
                                  routes=list(ROUTES))
             if "embeddings" in args.phases:
                 bench.phase_embeddings()
+            if "responses" in args.phases:
+                bench.phase_responses()
             if "profile" in args.phases:
                 bench.phase_profile()
             if "streams" in args.phases:

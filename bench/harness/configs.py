@@ -22,6 +22,8 @@ from typing import Any
 import yaml
 
 SIM_KEY_VARIABLE = "BENCH_SIM_KEY"
+# The simulator again as an Anthropic-kind provider: the Responses rows' translated route.
+TRANSLATED_PROVIDER = "sim-anthropic"
 EMBED_MODEL = "embed"
 EMBED_DIMENSIONS = 256
 EMBED_BATCH = 16
@@ -90,8 +92,12 @@ def gateway_config(simulator_url: str) -> dict[str, Any]:
     models.append({"provider": "sim", "upstream": SLOW_STREAM_MODEL, "input_price": 0.15, "output_price": 0.60})
     models.append({"provider": "sim", "upstream": EMBED_MODEL, "input_price": 0.02, "endpoints": ["embeddings"],
                    "dimensions": EMBED_DIMENSIONS, "family": "bench-embedding"})
+    models.append({"provider": TRANSLATED_PROVIDER, "upstream": PROFILES[0].direct_model, "input_price": 0.15,
+                   "output_price": 0.60, "context_window": 128000, "capabilities": ["text", "tools", "json_schema"]})
     return {
         "providers": [{"name": "sim", "kind": "openai", "base_url": f"{simulator_url}/v1",
+                       "api_key": "${" + SIM_KEY_VARIABLE + "}"},
+                      {"name": TRANSLATED_PROVIDER, "kind": "anthropic", "base_url": simulator_url,
                        "api_key": "${" + SIM_KEY_VARIABLE + "}"}],
         "models": models,
         "virtual_models": virtual_models,
