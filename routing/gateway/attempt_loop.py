@@ -172,6 +172,8 @@ class AttemptLoop:
             result = await (start_stream_attempt(spec) if spec.stream else run_json_attempt(spec))
         except TranslationError as exc:
             health.end(time.monotonic(), probe=probe)
+            if self.call.responses is not None:  # the refusal names the client's Responses field, not the chat one
+                exc.param = self.call.responses.client_param(exc.param)
             self.translation_error = exc
             record.outcome = AttemptOutcome.failure(ErrorClass.INCOMPATIBLE, "unsupported", latency_s=0.0)
             record.action = "fallback" if self.index + 1 < len(self.models) else "gave_up"

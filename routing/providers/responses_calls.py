@@ -25,6 +25,7 @@ from routing.providers.openai_responses import (
     usage_from_responses,
 )
 from routing.providers.responses_request import ResponsesRequest
+from routing.providers.responses_to_chat import responses_param
 from routing.providers.stream_to_responses import ChatToResponsesStream, ResponsesEvents
 from routing.providers.streams import StreamTranslator
 
@@ -41,6 +42,10 @@ class ResponsesCall:
     created: int
     conversation: list[dict[str, Any]] = field(repr=False)
     chat: dict[str, Any] = field(repr=False)
+
+    def client_param(self, chat_param: str | None) -> str | None:
+        """The client's own field for a path in the chat translation that an adapter refused."""
+        return responses_param(chat_param, self.request, self.conversation)
 
 
 def build_responses_request(*, provider: ProviderSpec, model: ModelSpec, call: ResponsesCall, stream: bool,

@@ -16,6 +16,7 @@ it) and what every provider kind but OpenAI's own receives, through its adapter.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from routing.providers.responses_request import ResponsesRequest, reasoning_effort, text_format
@@ -23,12 +24,60 @@ from routing.providers.responses_request import ResponsesRequest, reasoning_effo
 
 def responses_to_chat(request: ResponsesRequest, conversation: list[dict[str, Any]]) -> dict[str, Any]:
     """The chat body for ``request`` whose whole input (earlier turns included) is ``conversation``."""
+    return _translate(request, conversation)[0]
+
+
+def responses_param(chat_param: str | None, request: ResponsesRequest,
+                    conversation: list[dict[str, Any]]) -> str | None:
+    """The field of the client's Responses body that a path in its chat translation came from.
+
+    An adapter names the chat body's field when it refuses a request (``messages[2].content[0]``); the client
+    sent ``input[1].content[0]``. A message from the stored conversation is named ``previous_response_id``.
+    Computed again only when a refusal needs it, so the request path does not pay for it.
+    """
+    if not chat_param:
+        return chat_param
+    match = _MESSAGE_PATH.match(chat_param)
+    if match:
+        paths = _translate(request, conversation)[1]
+        index, rest = int(match.group(1)), match.group(2)
+        if index >= len(paths):
+            return "input"
+        path = paths[index]
+        if not rest.startswith(".content") or not path.startswith("input["):
+            return path
+        return path + rest[len(".content"):] if path.endswith(".output") else path + rest
+    tool = _TOOL_PATH.match(chat_param)
+    if tool:
+        return tool.group(1) + tool.group(2)
+    for chat_name, name in _RENAMED:
+        if chat_param == chat_name or chat_param.startswith(chat_name + "."):
+            return name
+    return chat_param
+
+
+_MESSAGE_PATH = re.compile(r"messages\[(\d+)\](.*)")
+_TOOL_PATH = re.compile(r"(tools\[\d+\])(?:\.function)?(.*)")
+_RENAMED = (("response_format", "text.format"), ("max_completion_tokens", "max_output_tokens"),
+            ("max_tokens", "max_output_tokens"), ("reasoning_effort", "reasoning.effort"))
+
+
+def _translate(request: ResponsesRequest, conversation: list[dict[str, Any]]) -> tuple[dict[str, Any], list[str]]:
+    """The chat body, and for each of its messages the Responses field it came from."""
     body = request.body
     messages: list[dict[str, Any]] = []
+    paths: list[str] = []
     if request.instructions:
         messages.append({"role": "system", "content": request.instructions})
-    for item in conversation:
+        paths.append("instructions")
+    earlier = len(conversation) - len(request.items)
+    for number, item in enumerate(conversation):
         _add_item(messages, item)
+        if len(messages) > len(paths):
+            where = f"input[{number - earlier}]" if number >= earlier else "previous_response_id"
+            if item.get("type") == "function_call_output" and number >= earlier:
+                where += ".output"  # the tool message's content parts are the output's parts
+            paths.append(where)
     out: dict[str, Any] = {"model": request.model, "messages": messages}
     if body.get("max_output_tokens") is not None:
         out["max_completion_tokens"] = body["max_output_tokens"]
@@ -55,7 +104,7 @@ def responses_to_chat(request: ResponsesRequest, conversation: list[dict[str, An
         out["verbosity"] = text["verbosity"]
     if request.stream:
         out["stream"] = True
-    return out
+    return out, paths
 
 
 def _add_item(messages: list[dict[str, Any]], item: dict[str, Any]) -> None:

@@ -88,10 +88,12 @@ def test_a_plain_response(oai: openai.OpenAI, responses_gateway: Gateway, simula
     simulator.reset()
     raw = oai.responses.with_raw_response.create(model=model, input="Say hello to Ada.", instructions="Be brief.")
     response = raw.parse()
-    assert response.id.startswith("resp_") and response.object == "response"
+    assert response.id.startswith("resp_")
+    assert response.object == "response"
     assert (response.model, response.status) == (model, "completed")
     assert "Say hello to Ada." in response.output_text
-    assert response.usage is not None and response.usage.total_tokens > 0
+    assert response.usage is not None
+    assert response.usage.total_tokens > 0
     assert raw.headers["x-gomodel-target"] == model
     assert raw.headers["x-gomodel-attempts"] == "1"
     [received] = simulator.received(upstream)
@@ -108,7 +110,8 @@ def test_a_streamed_response(oai: openai.OpenAI, responses_gateway: Gateway, mod
     assert len(deltas) > 1
     assert "".join(deltas) == final.output_text
     assert (final.model, final.status) == (model, "completed")
-    assert final.usage is not None and final.usage.output_tokens > 0
+    assert final.usage is not None
+    assert final.usage.output_tokens > 0
     kinds = [event.type for event in oai.responses.create(model=model, input="Again, please.", stream=True)]
     assert kinds[:2] == ["response.created", "response.in_progress"]
     assert kinds[-1] == "response.completed"
@@ -126,13 +129,15 @@ def test_a_function_tool_and_its_output(oai: openai.OpenAI, model: str, upstream
     follow = oai.responses.create(model=model, previous_response_id=first.id, tools=[WEATHER],  # type: ignore[list-item]
                                   input=[{"type": "function_call_output", "call_id": call.call_id,
                                           "output": "4 C and light snow"}])
-    assert follow.status == "completed" and follow.output_text
+    assert follow.status == "completed"
+    assert follow.output_text
     assert follow.previous_response_id == first.id
     # The stateless way: the client sends the whole conversation back itself, the call item as the SDK made it.
     stateless = oai.responses.create(model=model, tools=[WEATHER], store=False, input=[  # type: ignore[list-item]
         {"role": "user", "content": "What is the weather in Oslo?"}, call.model_dump(exclude_none=True),
         {"type": "function_call_output", "call_id": call.call_id, "output": "4 C and light snow"}])
-    assert stateless.status == "completed" and stateless.output_text
+    assert stateless.status == "completed"
+    assert stateless.output_text
 
 
 @pytest.mark.parametrize(("model", "upstream"), KINDS)
@@ -140,7 +145,8 @@ def test_a_json_schema_answer(oai: openai.OpenAI, model: str, upstream: str) -> 
     response = oai.responses.create(model=model, input="Ada Lovelace, born 1815.", text={
         "format": {"type": "json_schema", "name": "person", "schema": PERSON, "strict": True}})
     person = json.loads(response.output_text)
-    assert set(person) == {"name", "born"} and isinstance(person["born"], int)
+    assert set(person) == {"name", "born"}
+    assert isinstance(person["born"], int)
     parsed = oai.responses.parse(model=model, input="Ada Lovelace, born 1815.", text_format=Person)
     assert isinstance(parsed.output_parsed, Person)
 
@@ -151,10 +157,13 @@ def test_a_follow_up_with_previous_response_id(oai: openai.OpenAI, simulator: Si
     simulator.reset()
     first = oai.responses.create(model=model, input="My name is Ada.")
     follow = oai.responses.create(model=model, input="What is my name?", previous_response_id=first.id)
-    assert follow.previous_response_id == first.id and follow.output_text
+    assert follow.previous_response_id == first.id
+    assert follow.output_text
     body = simulator.received(upstream)[-1]["body"]
     sent = json.dumps(body)
-    assert "My name is Ada." in sent and first.output_text in sent and "What is my name?" in sent
+    assert "My name is Ada." in sent
+    assert first.output_text in sent
+    assert "What is my name?" in sent
     assert first.id not in sent  # the gateway's id never goes upstream
     # The conversation is the gateway's: it continues at another provider kind as well.
     other = next(name for name, _ in KINDS if name != model)

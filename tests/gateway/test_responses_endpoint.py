@@ -65,13 +65,15 @@ def test_an_openai_provider_is_called_on_its_responses_api(
     assert reply.status == 200
     body = reply.json()
     assert (body["object"], body["status"], body["model"]) == ("response", "completed", "primary")
-    assert body["id"].startswith("resp_") and body["store"] is True
+    assert body["id"].startswith("resp_")
+    assert body["store"] is True
     assert "Hello there" in body["output"][0]["content"][0]["text"]
     assert (reply.headers["X-GoModel-Target"], reply.headers["X-GoModel-Attempts"]) == ("primary", "1")
     assert reply.headers["X-Request-Id"]
     [received] = sim.received("primary")
     assert received["path"] == "/v1/responses"
-    assert received["body"]["store"] is False and received["body"]["instructions"] == "Be brief."
+    assert received["body"]["store"] is False
+    assert received["body"]["instructions"] == "Be brief."
     [event] = audit_events
     assert (event["endpoint"], event["target"], event["status"]) == ("responses", "primary", 200)
     assert event["usage"]["input_tokens"] == body["usage"]["input_tokens"] > 0
@@ -95,7 +97,8 @@ def test_an_anthropic_provider_is_called_on_messages_and_answered_as_a_response(
 def test_a_stream_is_the_responses_event_sequence(sim: SimulatorServer, table: RoutingTable, model: str,
                                                   upstream: str, audit_events: list[dict[str, Any]]) -> None:
     reply = one(table, {"model": model, "input": "Tell me a story", "stream": True})
-    assert reply.status == 200 and reply.headers["Content-Type"] == "text/event-stream"
+    assert reply.status == 200
+    assert reply.headers["Content-Type"] == "text/event-stream"
     events = events_of(reply)
     kinds = [e["type"] for e in events]
     assert kinds[:3] == ["response.created", "response.in_progress", "response.output_item.added"]
@@ -103,7 +106,8 @@ def test_a_stream_is_the_responses_event_sequence(sim: SimulatorServer, table: R
     assert [e["sequence_number"] for e in events] == list(range(len(events)))
     text = "".join(e["delta"] for e in events if e["type"] == "response.output_text.delta")
     final = events[-1]["response"]
-    assert final["model"] == model and final["output"][0]["content"][0]["text"] == text
+    assert final["model"] == model
+    assert final["output"][0]["content"][0]["text"] == text
     assert {e["response"]["id"] for e in events if "response" in e} == {final["id"]}
     assert sim.received(upstream)[0]["stream"] is True
     assert (audit_events[0]["endpoint"], audit_events[0]["stream"]) == ("responses", True)
@@ -164,7 +168,8 @@ def test_a_model_serving_only_embeddings_is_a_400_naming_model_and_endpoint(simu
                           dimensions=8, family="f")])
     reply = one(only_embeddings, {"model": "embedder", "input": "hi"})
     assert (reply.status, reply.error["param"], reply.error["code"]) == (400, "model", "unsupported_endpoint")
-    assert "`embedder`" in reply.error["message"] and "responses endpoint" in reply.error["message"]
+    assert "`embedder`" in reply.error["message"]
+    assert "responses endpoint" in reply.error["message"]
 
 
 def test_an_image_to_a_text_only_model_is_a_400_before_anything_is_sent(
@@ -172,6 +177,7 @@ def test_an_image_to_a_text_only_model_is_a_400_before_anything_is_sent(
     reply = one(table, {"model": "text-only", "input": [{"role": "user", "content": [
         {"type": "input_image", "image_url": "https://example.com/cat.png"}]}]})
     assert (reply.status, reply.error["code"]) == (400, "unsupported_capability")
+    assert "image" in reply.error["message"]
     assert sim.received() == []
 
 
@@ -226,7 +232,8 @@ def test_a_function_call_is_continued_with_its_output(sim: SimulatorServer, tabl
     [call] = [item for item in first.json()["output"] if item["type"] == "function_call"]
     assert call["name"] == "get_weather"
     sent = sim.received("claude-sim")[1]["body"]["messages"]
-    assert sent[1]["content"][-1]["type"] == "tool_use" and sent[1]["content"][-1]["id"] == call["call_id"]
+    assert sent[1]["content"][-1]["type"] == "tool_use"
+    assert sent[1]["content"][-1]["id"] == call["call_id"]
     assert sent[2]["content"][0] == {"type": "tool_result", "tool_use_id": call["call_id"], "content": "4 C and snow"}
 
 

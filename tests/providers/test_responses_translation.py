@@ -88,7 +88,8 @@ def test_it_translates_every_kind_of_input_item() -> None:
 
 def test_it_translates_tools_formats_reasoning_and_sampling() -> None:
     chat = call_for({
-        "model": "m", "input": "hi", "tools": [WEATHER_TOOL], "tool_choice": {"type": "function", "name": "get_weather"},
+        "model": "m", "input": "hi", "tools": [WEATHER_TOOL],
+        "tool_choice": {"type": "function", "name": "get_weather"},
         "parallel_tool_calls": False, "max_output_tokens": 300, "temperature": 0.2, "top_p": 0.9, "user": "u-1",
         "metadata": {"routing_policy": "fast"}, "store": False, "reasoning": {"effort": "high", "summary": "auto"},
         "text": {"format": {"type": "json_schema", "name": "city", "schema": SCHEMA, "strict": True},
@@ -176,6 +177,31 @@ def test_it_refuses_what_it_cannot_serve_naming_the_field(body: dict[str, Any], 
     assert raised.value.param == param
 
 
+def test_a_refusal_of_the_chat_translation_names_the_clients_own_field() -> None:
+    earlier = [{"type": "message", "role": "user", "content": "stored turn"}]
+    call = call_for({"model": "m", "instructions": "sys", "tools": [WEATHER_TOOL], "input": [
+        {"role": "user", "content": [{"type": "input_text", "text": "a"}, {"type": "input_image",
+                                                                           "image_url": "https://x/y.png"}]},
+        {"type": "function_call", "call_id": "c1", "name": "get_weather", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": [{"type": "input_text", "text": "t"},
+                                                                     {"type": "input_image", "image_url": "u"}]}]},
+        earlier)
+    assert [call.client_param(p) for p in (
+        "messages[0].content", "messages[1].content", "messages[2].content[1]", "messages[3].tool_calls[0]",
+        "messages[4].content[1]", "tools[0].function.parameters", "response_format.json_schema",
+        "max_completion_tokens", "reasoning_effort", "temperature", None)] == [
+        "instructions", "previous_response_id", "input[0].content[1]", "input[1]", "input[2].output[1]",
+        "tools[0].parameters", "text.format", "max_output_tokens", "reasoning.effort", "temperature", None]
+
+
+def test_an_anthropic_refusal_of_a_responses_request_names_its_field() -> None:
+    call = call_for({"model": "pub", "input": "x", "temperature": 1.5})
+    with pytest.raises(CapabilityError) as raised:
+        build_responses_request(provider=PROVIDERS["anthropic"], model=model("anthropic"), call=call, stream=False,
+                                api_key="k")
+    assert call.client_param(raised.value.param) == "temperature"
+
+
 # -- the upstream request --------------------------------------------------------------------------------------
 
 
@@ -192,7 +218,8 @@ def test_an_openai_provider_gets_a_responses_call_with_the_whole_conversation_an
     assert built.json["store"] is False
     assert built.json["stream"] is True
     assert "previous_response_id" not in built.json
-    assert built.json["instructions"] == "be kind" and built.json["tools"] == [WEATHER_TOOL]
+    assert built.json["instructions"] == "be kind"
+    assert built.json["tools"] == [WEATHER_TOOL]
 
 
 @pytest.mark.parametrize("kind", ["anthropic", "gemini", "azure_openai"])
@@ -232,13 +259,15 @@ def test_an_anthropic_answer_becomes_a_response_with_reasoning_message_and_funct
     parsed = parse_responses_answer(kind="anthropic", status=200, data=json.dumps(ANTHROPIC_TOOL_ANSWER).encode(),
                                     public_model="pub", call=call)
     body = parsed.client_body
-    assert body["id"] == call.response_id and body["id"].startswith("resp_")
+    assert body["id"] == call.response_id
+    assert body["id"].startswith("resp_")
     assert (body["object"], body["status"], body["model"], body["incomplete_details"]) == (
         "response", "completed", "pub", None)
     assert [item["type"] for item in body["output"]] == ["reasoning", "message", "function_call"]
     reasoning, message, function_call = body["output"]
     assert reasoning["content"] == [{"type": "reasoning_text", "text": "The user wants weather."}]
-    assert message["role"] == "assistant" and message["content"][0]["type"] == "output_text"
+    assert message["role"] == "assistant"
+    assert message["content"][0]["type"] == "output_text"
     assert message["content"][0]["text"] == "Checking."
     assert (function_call["call_id"], function_call["name"], json.loads(function_call["arguments"])) == (
         "toolu_1", "get_weather", {"city": "Oslo"})
@@ -329,7 +358,8 @@ def test_a_chat_stream_becomes_responses_events_the_sdk_accumulates(kind: str) -
     answer, usage = translator.answer, translator.usage
     events = events_of(body)
     assert [e["sequence_number"] for e in events] == list(range(len(events)))
-    assert events[0]["type"] == "response.created" and events[1]["type"] == "response.in_progress"
+    assert events[0]["type"] == "response.created"
+    assert events[1]["type"] == "response.in_progress"
     assert events[-1]["type"] == ("response.completed" if answer.finish_reason == "tool_calls"
                                   else "response.incomplete")
     assert {e["response"]["id"] for e in events if "response" in e} == {call.response_id}
@@ -347,7 +377,8 @@ def test_a_chat_stream_becomes_responses_events_the_sdk_accumulates(kind: str) -
     reasoning = "".join(p["text"] for i in last["output"] if i["type"] == "reasoning" for p in i["content"])
     assert reasoning == answer.reasoning_text
     if final is not None:
-        assert final.id == call.response_id and final.model == "pub"
+        assert final.id == call.response_id
+        assert final.model == "pub"
         assert final.output_text == answer.text
         assert [(o.call_id, o.name) for o in final.output if o.type == "function_call"] == [
             (c.id, c.name) for c in answer.tool_calls]
@@ -454,7 +485,8 @@ def test_an_openai_responses_stream_that_fails_is_ended_by_the_gateway() -> None
     call = call_for({"model": "pub", "input": "hi", "stream": True})
     translator = responses_stream_translator(kind="openai", public_model="pub", call=call)
     frames = translator.feed(stream)
-    assert translator.failure is not None and translator.failure.message == "boom"
+    assert translator.failure is not None
+    assert translator.failure.message == "boom"
     events = events_of(b"".join(frames + translator.error_frames("api_error", translator.failure.message)))
     assert "response.failed" not in [e["type"] for e in events[:-1]]  # the upstream's own is replaced
     assert [e["type"] for e in events[-2:]] == ["error", "response.failed"]
@@ -470,4 +502,5 @@ def test_the_reasoning_stream_of_a_chat_provider_is_a_reasoning_item() -> None:
     added = [e["item"]["type"] for e in events if e["type"] == "response.output_item.added"]
     assert added[0] == "reasoning"
     done = [e for e in events if e["type"] == "response.reasoning_text.done"]
-    assert done and done[0]["text"] == translator.answer.reasoning_text
+    assert done
+    assert done[0]["text"] == translator.answer.reasoning_text
