@@ -3,9 +3,10 @@
 Three rules, applied in this order:
 
 1. A value given to a name that carries a key, whatever the value looks like: ``api-key: …``, ``api_key=…``,
-   ``'x-api-key': '…'``, ``x-goog-api-key``, ``Ocp-Apim-Subscription-Key`` and a bare ``key=…`` (Gemini's query
-   parameter). Headers are where keys travel, and Azure's keys have no prefix to recognise them by (32 hex
-   digits; 84 characters on newer resources), so the name is the surest sign.
+   ``'x-api-key': '…'``, ``x-goog-api-key``, ``Ocp-Apim-Subscription-Key``, a bare ``key=…`` (Gemini's query
+   parameter), and AWS's ``aws_secret_access_key``, ``aws_session_token`` and ``X-Amz-Security-Token``.
+   Headers are where keys travel, and Azure's keys have no prefix to recognise them by (32 hex digits; 84
+   characters on newer resources), so the name is the surest sign.
 2. Keys by their shape: OpenAI (``sk-…``, ``sk-proj-…``), Anthropic (``sk-ant-…``), Google (``AIza…``), the
    gateway's own keys (``gm-…``), and bearer tokens.
 3. A bare token of exactly 32 hex digits, which is what an Azure key looks like out of context, unless it is
@@ -26,6 +27,7 @@ import re
 # ``prompt_cache_key`` and ``Idempotency-Key`` values stay as they are.
 NAMED_KEY_PATTERN = re.compile(
     r"(?i)(?P<name>(?<![A-Za-z0-9_-])(?:ocp-apim-subscription-key|subscription[-_]key|x-goog-api-key|x-api-key"
+    r"|x-amz-security-token|(?:aws[-_])?secret[-_]access[-_]key|(?:aws[-_])?session[-_]token"
     r"|api[-_]?key|key))(?P<sep>['\"]?\s*[:=]\s*['\"]?)(?P<value>[A-Za-z0-9._~+/=\-]{16,})"
 )
 # Rule 2.

@@ -20,7 +20,7 @@ from urllib.parse import quote, urlsplit
 import pytest
 from botocore.credentials import RefreshableCredentials
 
-from routing.clients import aws_credentials
+from routing.clients import aws_credentials, aws_signing, upstream
 from routing.clients.aws_credentials import AwsCredentialCache, AwsCredentials, CredentialsUnavailable
 from routing.core.table import ModelSpec, ProviderSpec, Secret
 from routing.core.validate import ValidationRules
@@ -227,6 +227,12 @@ def test_no_credentials_is_a_configuration_error_remembered_and_never_a_crash(mo
 
 def test_credentials_never_show_in_a_repr() -> None:
     credentials = AwsCredentials(ACCESS_KEY, SECRET_KEY, TOKEN, None)
+    request = upstream.build("POST", "https://bedrock-runtime.eu-west-3.amazonaws.com/model/m/converse",
+                             {"Content-Type": "application/json"}, b"{}", 5.0)
+    signed = aws_signing.sign(request, credentials, region="eu-west-3")
+    assert signed.headers["Authorization"].startswith("AWS4-HMAC-SHA256 ")
+    assert "Signature=" not in repr(signed)
+    assert TOKEN not in repr(signed)
     assert SECRET_KEY not in repr(credentials)
     assert TOKEN not in str(credentials)
     assert ACCESS_KEY not in repr(credentials)

@@ -16,6 +16,7 @@ AZURE_KEY = "3f9a" + "c2e1" + "7b6d" + "0e5f" + "a1b2" + "c3d4" + "e5f6" + "0718
 OPENAI_KEY = "sk-" + "proj-" + "Abcdefghijklmnop0123456789"
 GOOGLE_KEY = "AIza" + "SyA1b2C3d4E5f6G7h8I9j0KlMnOpQrStUv"
 AZURE_NEW_KEY = "9Xr2" + "Lk8vQ1" * 13 + "AB"  # newer Azure resources: 84 characters, no prefix
+AWS_SECRET = "wJal" + "rXUtnFEMI/K7MDENG/" + "bPxRfiCYEXAMPLEKEY"  # 40 characters, no prefix
 
 
 @pytest.mark.parametrize(
@@ -32,6 +33,9 @@ AZURE_NEW_KEY = "9Xr2" + "Lk8vQ1" * 13 + "AB"  # newer Azure resources: 84 chara
         (f"upstream refused key {AZURE_KEY.upper()}", AZURE_KEY.upper()),
         (f"Authorization: Bearer {OPENAI_KEY}", OPENAI_KEY),
         (f"key {OPENAI_KEY} refused", OPENAI_KEY),
+        (f"aws_secret_access_key = {AWS_SECRET}", AWS_SECRET),
+        (f"{{'X-Amz-Security-Token': '{AWS_SECRET}'}}", AWS_SECRET),
+        (f"AWS_SESSION_TOKEN={AWS_SECRET}", AWS_SECRET),
     ],
 )
 def test_it_masks_provider_keys(text: str, secret: str) -> None:
