@@ -113,7 +113,7 @@ class TokenSource:
         self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
-        self.fetches = 0  # tokens minted so far (for tests and the admin's curiosity)
+        self.fetches = 0  # tokens minted so far (tests read it)
 
     def __repr__(self) -> str:
         return f"TokenSource(provider={self.provider!r}, credentials_file={self.credentials_file!r})"
