@@ -114,6 +114,26 @@ def test_a_stream_is_the_responses_event_sequence(sim: SimulatorServer, table: R
     assert audit_events[0]["output_text"] == text
 
 
+@pytest.mark.parametrize(("model", "upstream", "fault"), [
+    ("primary", "primary", "stream_cut"), ("claude", "claude-sim", "stream_cut"),
+    ("slow-stream", "slow-stream", "stream_error"),  # the provider's own error event, after a pause
+])
+def test_a_stream_that_fails_midway_ends_with_error_and_response_failed(
+        sim: SimulatorServer, table: RoutingTable, model: str, upstream: str, fault: str,
+        audit_events: list[dict[str, Any]]) -> None:
+    sim.set_fault(upstream, {"kind": fault, "after_chunks": 2})
+    reply = one(table, {"model": model, "input": "Tell me a story", "stream": True})
+    assert reply.status == 200  # the answer had started: the failure can only be told in the stream
+    events = events_of(reply)
+    assert [e["type"] for e in events[-2:]] == ["error", "response.failed"]
+    assert events[-1]["response"]["status"] == "failed"
+    assert events[-1]["response"]["id"] == events[0]["response"]["id"]
+    numbers = [e["sequence_number"] for e in events]
+    assert numbers == sorted(set(numbers))
+    assert "response.completed" not in [e["type"] for e in events]
+    assert audit_events[0]["error_class"] is not None
+
+
 def test_a_tier_alias_classifies_the_translated_request(
         sim: SimulatorServer, table: RoutingTable, audit_events: list[dict[str, Any]]) -> None:
     reply = one(table, {"model": "normal", "input": "hi"})
