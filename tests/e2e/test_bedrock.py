@@ -28,8 +28,9 @@ HAIKU = "anthropic.claude-3-haiku-20240307-v1:0"
 NOVA = "amazon.nova-lite-v1:0"
 TITAN = "amazon.titan-embed-text-v2:0"
 COHERE = "cohere.embed-english-v3"
-SIM_MODELS = {name: {"latency_ms": 2, "chunk_count": 4} for name in (HAIKU, NOVA, "anthropic.rl-a", "anthropic.rl-b",
-                                                                       "anthropic.er-a")}
+POOLED = ("rl-a", "rl-b", "er-a", "mj-a", "mj-b", "sc-a", "sc-b")
+SIM_MODELS = {name: {"latency_ms": 2, "chunk_count": 4}
+              for name in (HAIKU, NOVA, *(f"anthropic.{pooled}" for pooled in POOLED))}
 SIM_MODELS[TITAN] = {"dimensions": 256}
 SIM_MODELS[COHERE] = {"dimensions": 8}
 CAPS = ["text", "image", "tools", "json_schema"]
@@ -53,13 +54,14 @@ def config(sim_url: str) -> dict[str, Any]:
             {"provider": "brk", "upstream": NOVA, "name": "brk/nova", "capabilities": CAPS},
             {"provider": "brn", "upstream": HAIKU, "name": "brn/haiku", "capabilities": CAPS},
             *({"provider": "br", "upstream": f"anthropic.{name}", "name": f"br/{name}", "capabilities": CAPS}
-              for name in ("rl-a", "rl-b", "er-a")),
+              for name in POOLED),
             {"provider": "br", "upstream": TITAN, "name": "br/titan", "endpoints": ["embeddings"], "dimensions": 256,
              "family": "titan-v2"},
             {"provider": "brk", "upstream": COHERE, "name": "brk/cohere", "endpoints": ["embeddings"],
              "dimensions": 8, "family": "cohere-v3"},
         ],
-        "virtual_models": [{"source": "br-pool", "strategy": "failover", "targets": ["br/rl-a", "br/rl-b"]}],
+        "virtual_models": [{"source": f"br-{pair}-pool", "strategy": "failover",
+                            "targets": [f"br/{pair}-a", f"br/{pair}-b"]} for pair in ("rl", "mj", "sc")],
     }
 
 
@@ -247,7 +249,7 @@ def test_a_throttled_model_falls_back_and_a_stream_failing_mid_way_ends_with_an_
     sim.clear_faults()
     sim.set_fault("anthropic.rl-a", {"kind": "rate_limit", "times": 1})
     response = httpx2.post(f"{gateway.base_url}/v1/chat/completions", timeout=30,
-                           json={"model": "br-pool", "messages": [{"role": "user", "content": "x"}]})
+                           json={"model": "br-rl-pool", "messages": [{"role": "user", "content": "x"}]})
     assert (response.status_code, response.headers.get("x-gomodel-target")) == (200, "br/rl-b")
 
     sim.set_fault("anthropic.er-a", {"kind": "stream_error", "status": 500, "after_chunks": 2, "times": 1})
@@ -258,3 +260,20 @@ def test_a_throttled_model_falls_back_and_a_stream_failing_mid_way_ends_with_an_
     frames = [line[6:] for line in streamed.text.splitlines() if line.startswith("data: ")]
     assert json.loads(frames[-1])["error"]["type"]
     assert "data: [DONE]" not in streamed.text
+
+
+@pytest.mark.parametrize(("pair", "fault"), [
+    ("mj", {"kind": "malformed_json", "times": 1}),  # a frame whose CRC cannot match
+    ("sc", {"kind": "stream_cut", "after_chunks": 0, "times": 1}),  # dropped before the first content frame
+])
+def test_a_broken_event_stream_before_the_first_byte_falls_back(gateway: Gateway, sim: SimulatorServer, pair: str,
+                                                                fault: dict[str, Any]) -> None:
+    sim.clear_faults()
+    sim.set_fault(f"anthropic.{pair}-a", fault)
+
+    response = httpx2.post(f"{gateway.base_url}/v1/chat/completions", timeout=30,
+                           json={"model": f"br-{pair}-pool", "stream": True,
+                                 "messages": [{"role": "user", "content": "x"}]})
+
+    assert (response.status_code, response.headers.get("x-gomodel-target")) == (200, f"br/{pair}-b")
+    assert "data: [DONE]" in response.text
