@@ -36,7 +36,7 @@ from routing.providers.openai_response import reasoning_text
 from routing.providers.responses_ids import item_id
 from routing.providers.responses_request import ResponsesRequest
 from routing.providers.shape import int_or, list_or_empty, object_or_empty
-from routing.providers.sse import event_frame
+from routing.providers.sse import compact_json, event_frame
 from routing.providers.stream_decoding import StreamFailure
 from routing.providers.streams import StreamTranslator
 
@@ -53,6 +53,15 @@ class ResponsesEvents:
 
     def frame(self, kind: str, fields: dict[str, Any]) -> bytes:
         frame = event_frame(kind, {"type": kind, "sequence_number": self.sequence, **fields})
+        self.sequence += 1
+        return frame
+
+    def text_delta(self, item: str, index: int, text: str) -> bytes:
+        """A ``response.output_text.delta`` frame: what ``frame`` writes for it, spliced from constant parts so that
+        only the text is encoded (one per streamed chunk)."""
+        frame = (b'event: response.output_text.delta\ndata: {"type":"response.output_text.delta","sequence_number":%d,'
+                 b'"item_id":"%s","output_index":%d,"content_index":0,"delta":%s,"logprobs":[]}\n\n'
+                 % (self.sequence, item.encode(), index, compact_json(text).encode()))
         self.sequence += 1
         return frame
 
@@ -136,8 +145,7 @@ class ResponsesEventEncoder:
                 "item_id": item.id, "output_index": item.index, "content_index": 0,
                 "part": output_text_part("")}))
         item.text.append(text)
-        frames.append(self.events.frame("response.output_text.delta", {
-            "item_id": item.id, "output_index": item.index, "content_index": 0, "delta": text, "logprobs": []}))
+        frames.append(self.events.text_delta(item.id, item.index, text))
         return frames
 
     def close(self, answer: Answer, usage: Usage) -> list[bytes]:
