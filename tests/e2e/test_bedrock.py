@@ -211,6 +211,9 @@ def test_what_converse_cannot_take_is_a_400_naming_the_field(oai: openai.OpenAI)
         oai.chat.completions.create(model="br/haiku", messages=[{"role": "user", "content": "x"}], seed=7)
 
     assert raised.value.body["param"] == "seed"  # type: ignore[index]
+    with pytest.raises(openai.BadRequestError) as refused:  # Bedrock's own ValidationException, relayed
+        oai.chat.completions.create(model="br/haiku", messages=[{"role": "assistant", "content": "I start"}])
+    assert "must start with a user message" in refused.value.message
 
 
 def test_a_provider_without_credentials_fails_as_a_configuration_error(gateway: Gateway,
