@@ -31,6 +31,7 @@ from routing.providers.errors import CapabilityError, MalformedResponse
 
 COHERE_MAX_TEXTS = 96  # Cohere Embed's own limit per call
 TITAN_SIZES = (256, 512, 1024)  # the sizes Titan Text Embeddings v2 makes
+_TITAN_V1 = ("titan-embed-text-v1", "titan-embed-g1")  # the first generation: no dimensions, no normalize
 TITAN = "amazon.titan-embed"
 COHERE = "cohere.embed"
 
@@ -68,7 +69,7 @@ def bedrock_embeddings_request(provider: ProviderSpec, model: ModelSpec, request
             raise CapabilityError("batch", f"{model.name} (Titan on Bedrock) embeds one input per request; "
                                            f"{len(texts)} were sent", "input")
         body: dict[str, Any] = {"inputText": texts[0]}
-        if "v1" not in model.upstream:  # Titan v2 and later: a size and unit-length vectors
+        if not any(first in model.upstream for first in _TITAN_V1):  # v2 and later: a size and unit-length vectors
             if request.dimensions is not None:
                 if request.dimensions not in TITAN_SIZES:
                     raise CapabilityError("dimensions", f"{model.name} makes vectors of 256, 512 or 1024 dimensions",

@@ -134,8 +134,8 @@ def _conversation(messages: list[Any]) -> tuple[list[str], list[dict[str, Any]],
         elif role == "tool":
             _append(turns, "user", [{"toolResult": {
                 "toolUseId": as_str(message.get("tool_call_id"), f"{path}.tool_call_id"),
+                # No "status": Converse takes it from Anthropic's models only, and "success" is the default.
                 "content": [{"text": text_of(message.get("content"), f"{path}.content")}],
-                "status": "success",
             }}])
         elif role == "function":
             raise RequestShapeError("legacy function messages are not supported: use tools", f"{path}.role")

@@ -91,8 +91,8 @@ def test_tool_calls_and_results_become_tool_use_and_merged_tool_result_turns() -
             {"toolUse": {"toolUseId": "call_1", "name": "get_weather", "input": {"city": "Oslo"}}},
             {"toolUse": {"toolUseId": "call_2", "name": "get_weather", "input": {}}}]},
         {"role": "user", "content": [
-            {"toolResult": {"toolUseId": "call_1", "content": [{"text": "rain"}], "status": "success"}},
-            {"toolResult": {"toolUseId": "call_2", "content": [{"text": "sun"}], "status": "success"}},
+            {"toolResult": {"toolUseId": "call_1", "content": [{"text": "rain"}]}},
+            {"toolResult": {"toolUseId": "call_2", "content": [{"text": "sun"}]}},
             {"text": "Thanks"}]},
     ]
     assert payload["toolConfig"] == {
@@ -430,6 +430,11 @@ def test_titan_takes_one_input_with_its_size_and_reports_its_tokens() -> None:
     with pytest.raises(CapabilityError) as raised:
         build_embeddings_request(PROVIDER, TITAN, embeddings("a", "b"), "")
     assert raised.value.param == "input"
+    first_generation = ModelSpec(name="bedrock/titan1", provider="br", upstream="amazon.titan-embed-text-v1",
+                                 endpoints=frozenset({"embeddings"}), dimensions=1536, family="titan-v1")
+    assert build_embeddings_request(PROVIDER, first_generation, embeddings("hi"), "").json == {"inputText": "hi"}
+    with pytest.raises(CapabilityError):
+        build_embeddings_request(PROVIDER, TITAN, embeddings("hi", dimensions=300), "")
 
 
 def test_cohere_takes_a_batch_and_its_usage_is_estimated() -> None:
