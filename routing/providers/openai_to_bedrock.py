@@ -8,7 +8,9 @@ base64 ``bytes``, ``toolUse``, ``toolResult``, ``reasoningContent``), the system
 - ``system``/``developer`` messages become ``system`` blocks (wherever they stood); ``tool`` messages become
   ``toolResult`` blocks of a user turn; consecutive turns of one role are merged, as Converse requires.
 - Images: base64 data URLs of png, jpeg, gif or webp only; an http(s) URL is refused (Converse takes bytes or
-  S3 locations and the gateway fetches nothing). Audio and files are refused.
+  S3 locations and the gateway fetches nothing). Files (``file_data``, base64) become ``document`` blocks (pdf,
+  csv, doc, docx, xls, xlsx, html, txt, md) named after the file name as Converse allows; file ids and audio
+  are refused.
 - ``tool_choice``: auto -> ``auto``, required -> ``any``, a named function -> ``tool``; ``none`` drops the
   tools (refused when the conversation already holds tool calls: Converse then requires ``toolConfig``).
   Tools named in the history but not declared are declared with an open schema, as Converse requires.
@@ -26,12 +28,13 @@ base64 ``bytes``, ``toolUse``, ``toolResult``, ``reasoningContent``), the system
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from routing.core.table import ModelSpec
 from routing.providers.errors import CapabilityError, RequestShapeError
-from routing.providers.media import parse_data_url
+from routing.providers.media import InlineData, guess_media_type, parse_data_url
 from routing.providers.openai_to_anthropic import JSON_OBJECT_INSTRUCTION
 from routing.providers.reasoning import MIN_ANTHROPIC_BUDGET, budget_for_effort
 from routing.providers.shape import (
@@ -52,6 +55,13 @@ _TARGET = "Bedrock Converse"
 JSON_TOOL = "gomodel_json_output"
 _IMAGE_FORMATS = {"image/png": "png", "image/jpeg": "jpeg", "image/jpg": "jpeg", "image/gif": "gif",
                   "image/webp": "webp"}
+_DOCUMENT_FORMATS = {
+    "application/pdf": "pdf", "text/csv": "csv", "application/msword": "doc",
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": "docx",
+    "application/vnd.ms-excel": "xls", "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": "xlsx",
+    "text/html": "html", "text/plain": "txt", "text/markdown": "md",
+}
+_NAME_UNSAFE = re.compile(r"[^A-Za-z0-9\-()\[\] ]")
 _OPEN_SCHEMA: dict[str, Any] = {"type": "object"}
 # Default output room when thinking needs a budget and the client named no limit (Converse requires one then).
 _THINKING_ANSWER_TOKENS = 4096
@@ -119,6 +129,7 @@ def _conversation(messages: list[Any]) -> tuple[list[str], list[dict[str, Any]],
     system: list[str] = []
     turns: list[dict[str, Any]] = []
     used_tools: set[str] = set()
+    document_names: set[str] = set()  # Converse wants each document of a conversation named apart
     for i, message in enumerate(messages):
         path = f"messages[{i}]"
         message = as_dict(message, path)
@@ -128,7 +139,7 @@ def _conversation(messages: list[Any]) -> tuple[list[str], list[dict[str, Any]],
             if text:
                 system.append(text)
         elif role == "user":
-            _append(turns, "user", _user_blocks(message.get("content"), f"{path}.content"))
+            _append(turns, "user", _user_blocks(message.get("content"), f"{path}.content", document_names))
         elif role == "assistant":
             _append(turns, "assistant", _assistant_blocks(message, path, used_tools))
         elif role == "tool":
@@ -154,7 +165,7 @@ def _append(turns: list[dict[str, Any]], role: str, blocks: list[dict[str, Any]]
         turns.append({"role": role, "content": blocks})
 
 
-def _user_blocks(content: Any, path: str) -> list[dict[str, Any]]:
+def _user_blocks(content: Any, path: str, names: set[str]) -> list[dict[str, Any]]:
     if isinstance(content, str):
         return [{"text": content}]
     blocks: list[dict[str, Any]] = []
@@ -168,9 +179,10 @@ def _user_blocks(content: Any, path: str) -> list[dict[str, Any]]:
             image = part.get("image_url")
             url_path = f"{part_path}.image_url.url"
             blocks.append(_image(as_str(image.get("url") if isinstance(image, dict) else image, url_path), url_path))
-        elif kind in ("input_audio", "file"):
-            raise CapabilityError("audio" if kind == "input_audio" else "file",
-                                  f"'{kind}' content is not translated for Bedrock", f"{part_path}.type")
+        elif kind == "file":
+            blocks.append(_document(as_dict(part.get("file"), f"{part_path}.file"), f"{part_path}.file", names))
+        elif kind == "input_audio":
+            raise CapabilityError("audio", "audio input is not translated for Bedrock", f"{part_path}.type")
         else:
             raise RequestShapeError(f"unknown content part type '{kind}'", f"{part_path}.type")
     return blocks
@@ -184,6 +196,29 @@ def _image(url: str, path: str) -> dict[str, Any]:
     if image_format is None:
         raise CapabilityError("image", f"Bedrock takes png, jpeg, gif or webp images, not {inline.media_type}", path)
     return {"image": {"format": image_format, "source": {"bytes": inline.data}}}
+
+
+def _document(file: dict[str, Any], path: str, names: set[str]) -> dict[str, Any]:
+    """A base64 file part as a Converse ``document`` block (pdf, csv, doc, docx, xls, xlsx, html, txt, md)."""
+    if file.get("file_id") is not None:
+        raise CapabilityError("file", "OpenAI file ids cannot be sent to Bedrock", f"{path}.file_id")
+    data_path = f"{path}.file_data"
+    inline = parse_data_url(as_str(file.get("file_data"), data_path), data_path)
+    filename = file.get("filename") if isinstance(file.get("filename"), str) else ""
+    if inline is None:  # bare base64, as some clients send it: the file name tells the type
+        inline = InlineData(guess_media_type(filename, "application/pdf"), file["file_data"])
+    document_format = _DOCUMENT_FORMATS.get(inline.media_type)
+    if document_format is None:
+        raise CapabilityError("file", f"Bedrock takes pdf, csv, doc, docx, xls, xlsx, html, txt or md documents, "
+                                      f"not {inline.media_type}", data_path)
+    # A name of letters, digits, single spaces, hyphens, parentheses and brackets only, unique in the request.
+    stem = " ".join(_NAME_UNSAFE.sub(" ", filename.rsplit(".", 1)[0]).split())[:80] or "document"
+    name, n = stem, 1
+    while name in names:
+        n += 1
+        name = f"{stem} ({n})"
+    names.add(name)
+    return {"document": {"format": document_format, "name": name, "source": {"bytes": inline.data}}}
 
 
 def _assistant_blocks(message: dict[str, Any], path: str, used_tools: set[str]) -> list[dict[str, Any]]:

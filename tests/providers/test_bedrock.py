@@ -168,6 +168,26 @@ def test_an_anthropic_body_is_translated_through_the_openai_form() -> None:
     assert payload["toolConfig"]["toolChoice"] == {"any": {}}
 
 
+def test_files_become_named_documents_and_what_converse_cannot_read_is_refused() -> None:
+    pdf = {"type": "file", "file": {"filename": "Q3 report: final!.pdf",
+                                    "file_data": "data:application/pdf;base64,JVBE"}}
+    payload = build({"model": "m", "messages": [{"role": "user", "content": [{"type": "text", "text": "Sum up"}, pdf,
+                                                                             pdf]}]})
+    assert payload["messages"][0]["content"][1:] == [
+        {"document": {"format": "pdf", "name": "Q3 report final", "source": {"bytes": "JVBE"}}},
+        {"document": {"format": "pdf", "name": "Q3 report final (2)", "source": {"bytes": "JVBE"}}},
+    ]
+    anthropic = build({"model": "m", "max_tokens": 9, "messages": [{"role": "user", "content": [
+        {"type": "document", "source": {"type": "base64", "media_type": "text/csv", "data": "YSxi"}},
+        {"type": "text", "text": "Read it"}]}]}, inbound="anthropic")
+    assert anthropic["messages"][0]["content"][0]["document"]["format"] == "csv"
+    for file, param in (({"file_id": "file-1"}, "messages[0].content[0].file.file_id"),
+                        ({"file_data": "data:application/zip;base64,UEs="}, "messages[0].content[0].file.file_data")):
+        with pytest.raises(CapabilityError) as raised:
+            build({"model": "m", "messages": [{"role": "user", "content": [{"type": "file", "file": file}]}]})
+        assert raised.value.param == param
+
+
 def test_an_api_key_is_a_bearer_token_and_never_shown() -> None:
     request = ADAPTER.build_request(provider=PROVIDER, model=MODEL, inbound="openai", stream=False,
                                     body={"model": "m", "messages": [{"role": "user", "content": "x"}]},
