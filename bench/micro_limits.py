@@ -1,43 +1,57 @@
 """Micro-benchmark: the gateway's CPU per request for per-key and per-team limits, in process and with Redis.
 
     python bench/micro_limits.py                    # Redis at redis://127.0.0.1:6379/15
-    python bench/micro_limits.py --redis-url URL --requests 20000 --repeat 5
+    python bench/micro_limits.py --redis-url URL --requests 20000 --repeat 5 --loop uvloop
+    git archive <commit> routing | tar -x -C /tmp/before      # an earlier version's code, to compare with:
+    python bench/micro_limits.py --before /tmp/before
 
 One request's limit work is what the engine does for a limited key (``routing/gateway/governance.py``): the
 admission (every limit of the key and of its team checked, the request counted), the ``x-ratelimit-*``
 headers, and the settlement when the answer ends (slot released, tokens and spend counted). The key and its
 team each carry all four limits (rpm, tpm, concurrency, budget), set high enough that nothing is refused, so
-every request does the whole work.
+every request does the whole work. With Redis that is one round trip (the admission) and one write that is not
+waited for (the settlement).
 
-Rows: the in-process store (the embedded default); the Redis store with one request at a time (two round
-trips each, nothing to pipeline); the Redis store with 50 requests in flight (their scripts share the one
-pipelined connection, as under load). Figures are CPU time of the benchmark's thread (``time.thread_time``)
-per request: the median of ``--repeat`` runs, the minimum beside it. With Redis, the Redis server's own CPU
-per request (``INFO cpu``) is shown apart: it is spent in another process, on another core. The keys are
-written under a fresh prefix and deleted afterwards.
+Rows: the in-process store (the embedded default); the Redis store with one request at a time (nothing to
+pipeline); the Redis store with 50 requests in flight (their scripts share the one pipelined connection, as
+under load); beside each Redis row, one bare round trip (PING) on the same client, the least any check counted
+in Redis can cost. Figures are CPU time of the benchmark's thread (``time.thread_time``) per request: the
+median of ``--repeat`` runs, the minimum beside it. With Redis, the Redis server's own CPU per request
+(``INFO cpu``) is shown apart: it is spent in another process, on another core. The keys are written under a
+fresh prefix and deleted afterwards.
+
+``--before DIR`` measures the ``routing`` package found in DIR as well (each of its runs in a child process
+importing it), interleaved with this checkout's runs, so that a busy spell of the machine touches both alike.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
+import inspect
+import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+HERE = Path(__file__).resolve()
+sys.path.insert(0, os.environ.get("GOMODEL_BENCH_TREE") or str(HERE.parents[1]))  # the code measured
 
-from routing.clients.limit_store import LimitStore, ProcessLimitStore, RedisLimitStore
-from routing.clients.redis_client import RespClient
-from routing.core.limits import Limits, LimitScope, rate_limit_headers
+from routing.clients.limit_store import LimitStore, ProcessLimitStore, RedisLimitStore  # noqa: E402
+from routing.clients.redis_client import RespClient  # noqa: E402
+from routing.core.limits import Limits, LimitScope, rate_limit_headers  # noqa: E402
 
 HIGH = Limits(rpm=10**9, tpm=10**12, max_concurrency=10**6, budget_usd=10**6, budget_period="month")
 SCOPES = (LimitScope("key", "bench-key", "key:1", HIGH), LimitScope("team", "bench-team", "team:bench", HIGH))
+IN_FLIGHT = 50
 
 
 async def one_request(store: LimitStore, request_id: str) -> None:
@@ -46,7 +60,11 @@ async def one_request(store: LimitStore, request_id: str) -> None:
     if not verdict.admitted:
         raise RuntimeError("the benchmark's limits are meant never to refuse")
     rate_limit_headers(verdict.requests, verdict.tokens)
-    await store.settle(admission, tokens=600, spend_nanos=4_500)
+    settled: Any = store.settle(admission, tokens=600, spend_nanos=4_500)
+    if inspect.isawaitable(settled):  # code from before settlements stopped being awaited (--before)
+        await settled
+    elif settled:  # as routing.gateway.governance.settle_limits: the settlement goes out before the answer
+        await asyncio.sleep(0)
 
 
 Work = Callable[[str], Awaitable[None]]
@@ -60,7 +78,7 @@ async def run_sequential(work: Work, count: int) -> float:
     return (time.thread_time() - start) / count
 
 
-async def run_concurrent(work: Work, count: int, in_flight: int = 50) -> float:
+async def run_concurrent(work: Work, count: int, in_flight: int = IN_FLIGHT) -> float:
     """CPU seconds per request with ``in_flight`` requests at a time."""
     start = time.thread_time()
     for first in range(0, count, in_flight):
@@ -92,13 +110,6 @@ async def delete_prefix(url: str, prefix: str) -> None:
         await client.aclose()
 
 
-@dataclass
-class Row:
-    label: str
-    gateway: list[float] = field(default_factory=list)  # CPU seconds per request, one per run
-    server: list[float] = field(default_factory=list)  # Redis's CPU seconds per request, one per run
-
-
 async def limit_run(redis_url: str | None, runner: str, count: int) -> tuple[float, float]:
     """One run of ``count`` requests through a fresh store (Redis when ``redis_url`` is given)."""
     prefix = f"gomodel:bench:limits:{uuid.uuid4().hex[:8]}:"
@@ -109,6 +120,7 @@ async def limit_run(redis_url: str | None, runner: str, count: int) -> tuple[flo
 
     try:
         await work("warm-up")  # connect and load the scripts outside the measurement
+        await work("warm-up-2")  # the settlement script is loaded by the first settlement
         before = await redis_cpu_seconds(redis_url) if redis_url else 0.0
         per = await (run_sequential(work, count) if runner == "sequential" else run_concurrent(work, count))
         after = await redis_cpu_seconds(redis_url) if redis_url else 0.0
@@ -120,11 +132,10 @@ async def limit_run(redis_url: str | None, runner: str, count: int) -> tuple[flo
 
 
 async def ping_run(redis_url: str, runner: str, count: int) -> tuple[float, float]:
-    """Two PINGs per request on the gateway's Redis client: what any two round trips cost on this machine."""
+    """One PING per request on the gateway's Redis client: what one round trip costs on this machine."""
     client = RespClient(redis_url, timeout=2.0)
 
     async def work(request_id: str) -> None:
-        await client.execute("PING")
         await client.execute("PING")
 
     try:
@@ -137,39 +148,95 @@ async def ping_run(redis_url: str, runner: str, count: int) -> tuple[float, floa
     return per, (after - before) / count
 
 
+# Each row: its label, and how to measure it (store or PING, Redis or not, one at a time or 50 in flight).
+ROWS: dict[str, tuple[str, str, str]] = {
+    "in-process": ("in process (embedded default)", "limits-local", "sequential"),
+    "redis-sequential": ("Redis, one request at a time", "limits", "sequential"),
+    "ping-sequential": ("  floor: 1 PING, one at a time", "ping", "sequential"),
+    "redis-concurrent": (f"Redis, {IN_FLIGHT} requests in flight", "limits", "concurrent"),
+    "ping-concurrent": (f"  floor: 1 PING, {IN_FLIGHT} in flight", "ping", "concurrent"),
+}
+COMPARED = ("in-process", "redis-sequential", "redis-concurrent")  # the rows measured with --before too
+
+
+def measure(row: str, url: str, count: int) -> Coroutine[Any, Any, tuple[float, float]]:
+    _, what, runner = ROWS[row]
+    if what == "ping":
+        return ping_run(url, runner, count)
+    return limit_run(None if what == "limits-local" else url, runner, count)
+
+
+def run_loop(work: Coroutine[Any, Any, tuple[float, float]], loop: str) -> tuple[float, float]:
+    if loop == "uvloop":
+        import uvloop
+
+        return uvloop.run(work)
+    return asyncio.run(work)
+
+
+def run_here(row: str, args: argparse.Namespace) -> tuple[float, float]:
+    return run_loop(measure(row, args.redis_url, args.requests), args.loop)
+
+
+def run_before(tree: str, row: str, args: argparse.Namespace) -> tuple[float, float]:
+    """One run of ``row`` in a child process importing the ``routing`` package of ``tree``."""
+    done = subprocess.run(  # noqa: S603 - this script again, with the arguments it was given
+        [sys.executable, str(HERE), "--worker", row, "--redis-url", args.redis_url, "--requests", str(args.requests),
+         "--loop", args.loop],
+        env={**os.environ, "GOMODEL_BENCH_TREE": str(Path(tree).resolve())}, capture_output=True, text=True,
+        check=True, timeout=600)
+    gateway, server = json.loads(done.stdout)
+    return gateway, server
+
+
+@dataclass
+class Row:
+    label: str
+    gateway: list[float] = field(default_factory=list)  # CPU seconds per request, one per run
+    server: list[float] = field(default_factory=list)  # Redis's CPU seconds per request, one per run
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--redis-url", default=os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/15"))
     parser.add_argument("--requests", type=int, default=20_000)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio",
+                        help="the event loop (the gateway runs on either; granian and uvicorn pick uvloop)")
+    parser.add_argument("--before", metavar="DIR", help="also measure the routing package in DIR (see above)")
+    parser.add_argument("--worker", choices=tuple(ROWS), help=argparse.SUPPRESS)  # one run, as JSON (--before)
     args = parser.parse_args()
-    url, count = args.redis_url, args.requests
-    plans: list[tuple[str, Callable[[], Awaitable[tuple[float, float]]]]] = [
-        ("in process (embedded default)", lambda: limit_run(None, "sequential", count)),
-        ("Redis, one request at a time", lambda: limit_run(url, "sequential", count)),
-        ("  floor: 2 PINGs, one at a time", lambda: ping_run(url, "sequential", count)),
-        ("Redis, 50 requests in flight", lambda: limit_run(url, "concurrent", count)),
-        ("  floor: 2 PINGs, 50 in flight", lambda: ping_run(url, "concurrent", count)),
-    ]
+    count = args.requests
+    if args.worker:
+        print(json.dumps(run_here(args.worker, args)))
+        return
+    plans: list[tuple[str, Callable[[], tuple[float, float]]]] = []
+    for name, (label, _, _) in ROWS.items():
+        plans.append((label, functools.partial(run_here, name, args)))
+        if args.before and name in COMPARED:
+            plans.append((f"{label} (before)", functools.partial(run_before, args.before, name, args)))
     rows = [Row(label) for label, _ in plans]
     for _ in range(args.repeat):  # interleaved, so that a busy spell of the machine touches every row alike
         for row, (_, plan) in zip(rows, plans, strict=True):
-            gateway, server = asyncio.run(plan())
+            gateway, server = plan()
             row.gateway.append(gateway)
             row.server.append(server)
+    width = max(len(row.label) for row in rows) + 2
     print(f"Limit check per request (admit + headers + settle; a key and its team, 4 limits each), {count} requests"
-          f" x {args.repeat} runs; CPU of the gateway's thread, and Redis's own CPU apart:")
-    print(f"{'':<34} {'median us':>10} {'min us':>8} {'Redis server us':>16}")
+          f" x {args.repeat} runs on {args.loop}; CPU of the gateway's thread, and Redis's own CPU apart:")
+    print(f"{'':<{width}} {'median us':>10} {'min us':>8} {'Redis server us':>16}")
     for row in rows:
         on_server = f"{statistics.median(row.server) * 1e6:.1f}" if any(row.server) else "-"
-        print(f"{row.label:<34} {statistics.median(row.gateway) * 1e6:>10.1f} {min(row.gateway) * 1e6:>8.1f} "
+        print(f"{row.label:<{width}} {statistics.median(row.gateway) * 1e6:>10.1f} {min(row.gateway) * 1e6:>8.1f} "
               f"{on_server:>16}")
-    in_process = statistics.median(rows[0].gateway)
-    for limited, floor in ((rows[1], rows[2]), (rows[3], rows[4])):
-        total = statistics.median(limited.gateway)
-        print(f"{limited.label}: {total * 1e6:.1f} us per request (target: under 100 us with Redis); "
-              f"{(total - in_process) * 1e6:+.1f} us over the in-process store, of which the two round trips "
-              f"themselves cost {statistics.median(floor.gateway) * 1e6:.1f} us here")
+    by_label = {row.label: statistics.median(row.gateway) for row in rows}
+    in_process = by_label[ROWS["in-process"][0]]
+    for limited, floor in (("redis-sequential", "ping-sequential"), ("redis-concurrent", "ping-concurrent")):
+        label = ROWS[limited][0]
+        total = by_label[label]
+        print(f"{label}: {total * 1e6:.1f} us per request (target: under 100 us with Redis); "
+              f"{(total - in_process) * 1e6:+.1f} us over the in-process store, of which one bare round trip "
+              f"costs {by_label[ROWS[floor][0]] * 1e6:.1f} us here")
 
 
 if __name__ == "__main__":

@@ -73,6 +73,7 @@ async def _lifespan(receive, send):  # type: ignore[no-untyped-def]
             await stop_gateway()
             await prober.stop()  # before the shared health stops: its last reports still go out
             await gateway_state.stop_sharing()
+            await gateway_state.close_limits()  # the settlements of the last requests reach Redis
             await send({"type": "lifespan.shutdown.complete"})
             return
 

@@ -5,10 +5,13 @@ Two implementations share one protocol:
 * ``ProcessLimitStore`` counts in this process (``routing.core.limit_ledger``): the embedded default.
   With several worker processes or replicas each counts on its own, so a limit holds per process.
 * ``RedisLimitStore`` counts in Redis, so the limits hold across every process and host. A request costs
-  two round trips, each one Lua script (atomic in Redis): ``admit`` checks every limit of the key and its
-  team and counts the request in all of them or none; ``settle`` releases the concurrency slot and adds
-  the answer's tokens and spend. Windows run on Redis's clock (``TIME``), so replicas with skewed clocks
-  still share one window.
+  one round trip and one write, each one Lua script (atomic in Redis, ``routing.clients.limit_scripts``):
+  ``admit`` checks every limit of the key and its team and counts the request in all of them or none, and
+  waits for the answer; ``settle`` releases the concurrency slot and adds the answer's tokens and spend. A
+  settlement is not waited for: it goes out with the event loop's next write to Redis (the caller yields once
+  before answering its client, so Redis has it first; from this process, every command sent later comes after
+  it), and its answer, or its failure, is handled when it comes.
+  Windows run on Redis's clock (``TIME``), so replicas with skewed clocks still share one window.
 
 When Redis cannot be reached (refused, no answer within ``socket_timeout``, an error reply), the request is
 counted by an in-process ledger instead: a warning is logged once when Redis goes away and an info line
@@ -22,15 +25,19 @@ Keys (``prefix`` defaults to ``gomodel:limit:``): ``<prefix><scope>:req`` (sorte
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import functools
 import logging
+import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
-from routing.clients.redis_client import Encoded, RedisReplyError, RedisUnavailable, RespClient, Script
+from routing.clients.limit_scripts import COUNTS, COUNTS_PER_SCOPE, LIMITS, admit_reply, counts_at
+from routing.clients.redis_client import RedisReplyError, RedisUnavailable, RespClient, ScriptCall
 from routing.core.limit_ledger import DEFAULT_SLOT_LEASE_S, LimitLedger, Verdict, verdict_of
 from routing.core.limits import WINDOW_S, Limits, LimitScope, Refusal, ScopeCounts, period_bounds, period_id
 
@@ -62,13 +69,22 @@ class LimitStore(Protocol):
 
     async def admit(self, scopes: tuple[LimitScope, ...], request_id: str) -> Admission: ...
 
-    async def settle(self, admission: Admission, *, tokens: int, spend_nanos: int) -> None: ...
+    def settle(self, admission: Admission, *, tokens: int, spend_nanos: int) -> bool:
+        """Release the slot and count the tokens and spend; never waits (a cancelled request's task can call it).
+
+        True when the settlement goes to Redis with this turn of the event loop's write: a caller about to answer
+        its client yields once first (``await asyncio.sleep(0)``), so that Redis has the settlement before the
+        client has the answer. Its answer from Redis, or its failure, is handled when it comes.
+        """
+        ...
 
     async def counts(self, scope: LimitScope) -> ScopeCounts:
         """A scope's counts now (the admin's view); does not change them."""
         ...
 
-    async def aclose(self) -> None: ...
+    async def aclose(self) -> None:
+        """Close, once the settlements already sent are applied (bounded by the store's timeout)."""
+        ...
 
 
 class ProcessLimitStore:
@@ -89,10 +105,11 @@ class ProcessLimitStore:
             verdict = self.ledger.admit(scopes, request_id, self._clock())
         return Admission(scopes, request_id, verdict, in_redis=False)
 
-    async def settle(self, admission: Admission, *, tokens: int, spend_nanos: int) -> None:
+    def settle(self, admission: Admission, *, tokens: int, spend_nanos: int) -> bool:
         with self._lock:
             self.ledger.settle(admission.scopes, admission.request_id, tokens=tokens, spend_nanos=spend_nanos,
                                now=self._clock())
+        return False
 
     async def counts(self, scope: LimitScope) -> ScopeCounts:
         with self._lock:
@@ -102,155 +119,16 @@ class ProcessLimitStore:
         return None
 
 
-# KEYS: five per scope (req, tok, toksum, slots, spend). ARGV: slot lease ms, window ms, then four per scope:
-# rpm, tpm, max concurrency, budget in nano-dollars (-1: unlimited), and last the request id (the fixed
-# arguments come first, so they are encoded once per key). Returns the Redis time in ms, 1 (admitted) or 0,
-# then seven counts per scope taken before this request (see ScopeCounts; -1: none).
-# The decision mirrors routing.core.limits.decide: refused when a count has reached its limit.
-_ADMIT = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local lease, window, rid = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[#ARGV]
-local cutoff = now - window
-local out = {now, 1}
-local ok = true
-for i = 0, #KEYS / 5 - 1 do
-  local k, a = i * 5, 2 + i * 4
-  local rpm, tpm = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
-  local conc, budget = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
-  local requests, oldest_req = 0, -1
-  if rpm >= 0 then
-    redis.call('ZREMRANGEBYSCORE', KEYS[k + 1], '-inf', cutoff)
-    requests = redis.call('ZCARD', KEYS[k + 1])
-    if requests > 0 then oldest_req = tonumber(redis.call('ZRANGE', KEYS[k + 1], 0, 0, 'WITHSCORES')[2]) end
-    if requests >= rpm then ok = false end
-  end
-  local tokens, oldest_tok, tok_retry = 0, -1, -1
-  if tpm >= 0 then
-    local gone = redis.call('ZRANGEBYSCORE', KEYS[k + 2], '-inf', cutoff)
-    if #gone > 0 then
-      local sub = 0
-      for _, member in ipairs(gone) do sub = sub + tonumber(string.match(member, ':(%d+)$')) end
-      redis.call('ZREMRANGEBYSCORE', KEYS[k + 2], '-inf', cutoff)
-      redis.call('DECRBY', KEYS[k + 3], sub)
-    end
-    local first = redis.call('ZRANGE', KEYS[k + 2], 0, 0, 'WITHSCORES')
-    if #first > 0 then
-      oldest_tok = tonumber(first[2])
-      tokens = tonumber(redis.call('GET', KEYS[k + 3]) or '0')
-    else
-      redis.call('DEL', KEYS[k + 3])
-    end
-    if tokens >= tpm then
-      ok = false
-      local entries = redis.call('ZRANGE', KEYS[k + 2], 0, -1, 'WITHSCORES')
-      local left = tokens
-      for j = 1, #entries, 2 do
-        left = left - tonumber(string.match(entries[j], ':(%d+)$'))
-        if left < tpm then
-          tok_retry = tonumber(entries[j + 1]) + window
-          break
-        end
-      end
-    end
-  end
-  local slots = 0
-  if conc >= 0 then
-    redis.call('ZREMRANGEBYSCORE', KEYS[k + 4], '-inf', now)
-    slots = redis.call('ZCARD', KEYS[k + 4])
-    if slots >= conc then ok = false end
-  end
-  local spend = 0
-  if budget >= 0 then
-    spend = tonumber(redis.call('GET', KEYS[k + 5]) or '0')
-    if spend >= budget then ok = false end
-  end
-  for _, v in ipairs({requests, oldest_req, tokens, oldest_tok, tok_retry, slots, spend}) do out[#out + 1] = v end
-end
-if ok then
-  for i = 0, #KEYS / 5 - 1 do
-    local k, a = i * 5, 2 + i * 4
-    if tonumber(ARGV[a + 1]) >= 0 then
-      redis.call('ZADD', KEYS[k + 1], now, rid)
-      redis.call('PEXPIRE', KEYS[k + 1], window)
-    end
-    if tonumber(ARGV[a + 3]) >= 0 then
-      redis.call('ZADD', KEYS[k + 4], now + lease, rid)
-      redis.call('PEXPIRE', KEYS[k + 4], lease)
-    end
-  end
-else
-  out[2] = 0
-end
-return out
-"""
-
-# KEYS: four per scope (tok, toksum, slots, spend). ARGV: window ms, then two per scope: 1 when it limits tokens
-# (else 0), and the unix time its spend key may go (0: kept; -1: the scope has no budget, so its spend is not
-# counted); last the request id, its tokens and its nano-dollars.
-_SETTLE = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local n = #ARGV
-local window, rid, tokens, spend = tonumber(ARGV[1]), ARGV[n - 2], tonumber(ARGV[n - 1]), tonumber(ARGV[n])
-for i = 0, #KEYS / 4 - 1 do
-  local k, a = i * 4, 1 + i * 2
-  redis.call('ZREM', KEYS[k + 3], rid)
-  if tokens > 0 and ARGV[a + 1] == '1' then
-    redis.call('ZADD', KEYS[k + 1], now, rid .. ':' .. tokens)
-    redis.call('INCRBY', KEYS[k + 2], tokens)
-    redis.call('PEXPIRE', KEYS[k + 1], window)
-    redis.call('PEXPIRE', KEYS[k + 2], window)
-  end
-  local until_s = tonumber(ARGV[a + 2])
-  if spend > 0 and until_s >= 0 then
-    redis.call('INCRBY', KEYS[k + 4], spend)
-    if until_s > 0 then redis.call('EXPIREAT', KEYS[k + 4], until_s) end
-  end
-end
-return 1
-"""
-
-# KEYS: req, tok, toksum, slots, spend of one scope; ARGV: window ms. The same seven counts, read only.
-_COUNTS = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local cutoff = now - tonumber(ARGV[1])
-local requests = redis.call('ZCOUNT', KEYS[1], '(' .. cutoff, '+inf')
-local first_req = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. cutoff, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
-local entries = redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. cutoff, '+inf', 'WITHSCORES')
-local tokens = 0
-for j = 1, #entries, 2 do tokens = tokens + tonumber(string.match(entries[j], ':(%d+)$')) end
-local slots = redis.call('ZCOUNT', KEYS[4], '(' .. now, '+inf')
-return {now, requests, first_req[2] or -1, tokens, entries[2] or -1, -1, slots,
-        tonumber(redis.call('GET', KEYS[5]) or '0')}
-"""
-_ADMIT_SCRIPT, _SETTLE_SCRIPT, _COUNTS_SCRIPT = Script(_ADMIT), Script(_SETTLE), Script(_COUNTS)
-
-
-def _seconds(ms: int | str) -> float | None:
-    value = int(ms)
-    return None if value < 0 else value / 1000.0
-
-
-def _counts_from(values: list[int | str]) -> ScopeCounts:
-    """Seven numbers of a script's reply as ``ScopeCounts`` (times in seconds on Redis's clock)."""
-    requests, oldest_req, tokens, oldest_tok, retry, slots, spend = values
-    return ScopeCounts(requests=int(requests), oldest_request_s=_seconds(oldest_req), tokens=int(tokens),
-                       oldest_tokens_s=_seconds(oldest_tok), tokens_retry_s=_seconds(retry),
-                       slots=int(slots), spend_nanos=int(spend))
-
-
 @dataclass(frozen=True, slots=True)
 class _Fixed:
-    """The keys and fixed arguments of one key's scripts, encoded once for its scopes and budget periods."""
+    """One key's script calls, encoded once for its scopes and budget periods: valid from ``since`` until
+    ``until`` (the first end of one of its budget periods)."""
 
     scopes: tuple[LimitScope, ...]
-    periods: tuple[str, ...]
-    admit: Encoded
-    admit_keys: int
-    settle: Encoded | None  # None: nothing to settle (requests per minute only)
-    settle_keys: int
+    since: float
+    until: float
+    admit: ScriptCall
+    settle: ScriptCall | None  # None: nothing to settle (requests per minute only)
 
 
 def _settles(limits: Limits) -> bool:
@@ -285,6 +163,7 @@ class RedisLimitStore:
         self._clock = clock
         self._down_until: float | None = None  # None: Redis is believed reachable
         self._encoded: dict[int, _Fixed] = {}  # by id() of a key's scopes tuple (checked by identity)
+        self._background: set[asyncio.Task[None]] = set()  # settlements waiting for a connection
 
     @property
     def shared(self) -> bool:
@@ -297,16 +176,16 @@ class RedisLimitStore:
         return base + "req", base + "tok", base + "toksum", base + "slots", spend
 
     def _fixed(self, scopes: tuple[LimitScope, ...], now: float) -> _Fixed:
-        """The encoded keys and fixed arguments for ``scopes`` now (the same object for a key's requests until
-        one of its budget periods ends)."""
-        periods = tuple(period_id(scope.limits.budget_period, now) for scope in scopes)
+        """The encoded calls for ``scopes`` now (the same object for a key's requests until one of its budget
+        periods ends)."""
         fixed = self._encoded.get(id(scopes))
-        if fixed is not None and fixed.scopes is scopes and fixed.periods == periods:
+        if fixed is not None and fixed.scopes is scopes and fixed.since <= now < fixed.until:
             return fixed
         admit_keys: list[str] = []
-        admit_args: list[str | int] = [self._lease_ms, self._window_ms]
+        admit_args: list[str | int] = ["admit", self._lease_ms, self._window_ms]
         settle_keys: list[str] = []
-        settle_args: list[str | int] = [self._window_ms]
+        settle_args: list[str | int] = ["settle", self._window_ms]
+        since, until = -math.inf, math.inf
         for scope in scopes:
             req, tok, toksum, slots, spend = self._keys(scope, now)
             admit_keys += [req, tok, toksum, slots, spend]
@@ -315,12 +194,14 @@ class RedisLimitStore:
             budget = limits.budget_nanos
             admit_args += [_limit_arg(limits.rpm), _limit_arg(limits.tpm), _limit_arg(limits.max_concurrency),
                            -1 if budget is None else budget]
-            _, end = period_bounds(limits.budget_period, now)
-            until = -1 if budget is None else 0 if end is None else int(end) + 86_400  # kept a day for the admin
-            settle_args += [1 if limits.tpm is not None else 0, until]
+            start, end = period_bounds(limits.budget_period, now)
+            keep = -1 if budget is None else 0 if end is None else int(end) + 86_400  # kept a day for the admin
+            settle_args += [1 if limits.tpm is not None else 0, keep]
+            since = max(since, start)
+            until = min(until, math.inf if end is None else end)
         settles = any(_settles(scope.limits) for scope in scopes)
-        fixed = _Fixed(scopes, periods, Encoded(*admit_keys, *admit_args), len(admit_keys),
-                       Encoded(*settle_keys, *settle_args) if settles else None, len(settle_keys))
+        fixed = _Fixed(scopes, since, until, ScriptCall(LIMITS, admit_keys, admit_args, per_call=1),
+                       ScriptCall(LIMITS, settle_keys, settle_args, per_call=3) if settles else None)
         if len(self._encoded) >= _MAX_ENCODED:
             self._encoded.clear()
         self._encoded[id(scopes)] = fixed
@@ -331,7 +212,7 @@ class RedisLimitStore:
             return await self.fallback.admit(scopes, request_id)
         fixed = self._fixed(scopes, self._clock())
         try:
-            reply = await self._client.run_encoded_script(_ADMIT_SCRIPT, fixed.admit_keys, fixed.admit, request_id)
+            redis_now, counted, values = admit_reply(await self._client.run_call(fixed.admit, request_id))
         except _UNAVAILABLE as exc:
             self._mark_down(exc)
             admission = await self.fallback.admit(scopes, request_id)
@@ -339,10 +220,8 @@ class RedisLimitStore:
             # is harmless.
             return dataclasses.replace(admission, maybe_in_redis=admission.verdict.admitted)
         self._mark_up()
-        redis_now = int(reply[0]) / 1000.0
-        counts = tuple(_counts_from(reply[2 + 7 * i: 9 + 7 * i]) for i in range(len(scopes)))
+        counts = tuple(counts_at(values, 2 + COUNTS_PER_SCOPE * i) for i in range(len(scopes)))
         verdict = verdict_of(scopes, counts, redis_now)
-        counted = reply[1] == 1
         if verdict.admitted != counted:
             # The script and decide() are written to agree (the store tests check it); should they not, the
             # script's decision stands, since it has already counted the request, or not.
@@ -351,42 +230,75 @@ class RedisLimitStore:
             verdict = Verdict(refusal, verdict.requests, verdict.tokens)
         return Admission(scopes, request_id, verdict, in_redis=True)
 
-    async def settle(self, admission: Admission, *, tokens: int, spend_nanos: int) -> None:
+    def settle(self, admission: Admission, *, tokens: int, spend_nanos: int) -> bool:
         if not admission.in_redis:
-            await self.fallback.settle(admission, tokens=tokens, spend_nanos=spend_nanos)
+            self.fallback.settle(admission, tokens=tokens, spend_nanos=spend_nanos)
             if admission.maybe_in_redis and not self._skip_redis():
-                await self._settle_in_redis(admission, tokens=0, spend_nanos=0)  # only the slot, if it was taken
-            return
-        await self._settle_in_redis(admission, tokens=tokens, spend_nanos=spend_nanos)
+                return self._settle_in_redis(admission, 0, 0)  # only the slot, if it was taken
+            return False
+        return self._settle_in_redis(admission, tokens, spend_nanos)
 
-    async def _settle_in_redis(self, admission: Admission, *, tokens: int, spend_nanos: int) -> None:
-        fixed = self._fixed(admission.scopes, self._clock())
-        if fixed.settle is None:
-            return  # requests per minute only: counted at admission, nothing to settle (no round trip)
+    def _settle_in_redis(self, admission: Admission, tokens: int, spend_nanos: int) -> bool:
+        """Send the settlement with this turn's write to Redis, or as soon as a connection is open (False); its
+        answer is handled when it comes (``_settled``)."""
+        call = self._fixed(admission.scopes, self._clock()).settle
+        if call is None:
+            return False  # requests per minute only: counted at admission, nothing to settle (no round trip)
+        args = (admission.request_id, tokens, spend_nanos)
+        if self._client.send_call(call, args, functools.partial(self._settled, admission, tokens, spend_nanos)):
+            return True
+        self._in_background(self._settle_when_connected(call, admission, tokens, spend_nanos))
+        return False
+
+    def _settled(self, admission: Admission, tokens: int, spend_nanos: int, reply: object) -> None:
+        if isinstance(reply, RedisUnavailable) and reply.dropped:
+            # The connection went before the answer (Redis restarted, or closed an idle connection): sent again
+            # on a new one, as the client does for a command it waits for.
+            call = self._fixed(admission.scopes, self._clock()).settle
+            if call is not None:
+                self._in_background(self._settle_when_connected(call, admission, tokens, spend_nanos))
+        elif isinstance(reply, _UNAVAILABLE):
+            self._settle_failed(reply, admission, tokens, spend_nanos)
+        else:
+            self._mark_up()
+
+    async def _settle_when_connected(self, call: ScriptCall, admission: Admission, tokens: int,
+                                     spend_nanos: int) -> None:
         try:
-            await self._client.run_encoded_script(_SETTLE_SCRIPT, fixed.settle_keys, fixed.settle,
-                                                  admission.request_id, tokens, spend_nanos)
+            await self._client.run_call(call, admission.request_id, tokens, spend_nanos)
         except _UNAVAILABLE as exc:
-            # The slot lapses in Redis after its lease; the tokens and spend are counted here meanwhile.
-            self._mark_down(exc)
-            if admission.in_redis:
-                await self.fallback.settle(admission, tokens=tokens, spend_nanos=spend_nanos)
+            self._settle_failed(exc, admission, tokens, spend_nanos)
             return
         self._mark_up()
+
+    def _settle_failed(self, exc: BaseException, admission: Admission, tokens: int, spend_nanos: int) -> None:
+        # The slot lapses in Redis after its lease; the tokens and spend are counted here meanwhile.
+        self._mark_down(exc)
+        if admission.in_redis:
+            self.fallback.settle(admission, tokens=tokens, spend_nanos=spend_nanos)
+
+    def _in_background(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._background.add(task)  # the loop keeps only weak references to tasks
+        task.add_done_callback(self._background.discard)
 
     async def counts(self, scope: LimitScope) -> ScopeCounts:
         if self._skip_redis():
             return await self.fallback.counts(scope)
         try:
-            reply = await self._client.run_script(_COUNTS_SCRIPT, list(self._keys(scope, self._clock())),
-                                                  [self._window_ms])
+            reply = await self._client.run_script(COUNTS, list(self._keys(scope, self._clock())), [self._window_ms])
         except _UNAVAILABLE as exc:
             self._mark_down(exc)
             return await self.fallback.counts(scope)
         self._mark_up()
-        return _counts_from(reply[1:])
+        return counts_at([int(value) for value in reply], 1)
 
     async def aclose(self) -> None:
+        """Close the connection once the settlements already sent have their answers (each waits at most the
+        socket timeout), so that none is lost at a stop."""
+        await self._client.drain()
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
         await self._client.aclose()
 
     def _skip_redis(self) -> bool:

@@ -8,7 +8,12 @@ pipelined for free).
 
 A command that gets no answer within ``timeout`` fails with ``RedisUnavailable`` and closes the connection
 (later answers could no longer be matched to their commands); the next command connects again. So does a
-refused or lost connection. A Redis error reply (``-ERR ...``) raises ``RedisReplyError``.
+refused or lost connection. A Redis error reply (``-ERR ...``) raises ``RedisReplyError``. One timer per
+connection watches the oldest command waiting for its answer, rather than one timer per command.
+
+A script called often with the same keys (the limit store's) is a ``ScriptCall``: its command up to the
+per-call arguments is encoded once. ``send_call`` sends one without waiting for its answer (no future, no
+task switch): the answer, or the failure, is handed to a callback from ``data_received``.
 
 URLs: ``redis://[[user]:password@]host[:port][/db]``, ``rediss://`` for TLS, ``unix:///path?db=N``
 (``routing/clients/redis_url.py``; one server only, Redis Cluster and Sentinel are not supported).
@@ -21,9 +26,11 @@ neither leaked half set up nor reported to them as Redis being down.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import ssl
 from collections import deque
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 from routing.clients.redis_url import parse_redis_url
@@ -45,33 +52,21 @@ class _Incomplete(Exception):
     """The buffer ends inside a reply: wait for more bytes."""
 
 
-class Encoded:
-    """Several arguments already in RESP form, for a command sent often with the same ones (a script's keys and
-    fixed arguments): encoding two dozen arguments on every call would cost more than the round trip."""
-
-    __slots__ = ("count", "data")
-
-    def __init__(self, *args: str | bytes | int) -> None:
-        self.count = len(args)
-        self.data = b"".join(_bulk(arg) for arg in args)
-
-
 def _bulk(arg: str | bytes | int) -> bytes:
-    data = arg if isinstance(arg, bytes) else str(arg).encode()
+    kind = type(arg)
+    if kind is str:
+        data = cast(str, arg).encode()
+    elif kind is int:  # not a bool: str(True) is what a bool always encoded as
+        data = b"%d" % cast(int, arg)
+    elif isinstance(arg, bytes):
+        data = arg
+    else:
+        data = str(arg).encode()
     return b"$%d\r\n%s\r\n" % (len(data), data)
 
 
-def encode_command(args: tuple[str | bytes | int | Encoded, ...]) -> bytes:
-    count = 0
-    parts = []
-    for arg in args:
-        if isinstance(arg, Encoded):
-            parts.append(arg.data)
-            count += arg.count
-        else:
-            parts.append(_bulk(arg))
-            count += 1
-    return b"*%d\r\n%s" % (count, b"".join(parts))
+def encode_command(args: tuple[str | bytes | int, ...]) -> bytes:
+    return b"*%d\r\n%s" % (len(args), b"".join(_bulk(arg) for arg in args))
 
 
 def parse_reply(buffer: bytes | bytearray, start: int) -> tuple[Any, int]:
@@ -114,11 +109,36 @@ def parse_reply(buffer: bytes | bytearray, start: int) -> tuple[Any, int]:
     raise RedisUnavailable(f"Redis sent an unreadable reply (type byte {kind!r})")
 
 
+class _Callback:
+    """A command's answer handed to a function instead of a waiting coroutine (``RespClient.send_call``): it
+    stands in the connection's queue of waiters where a future would, without the future or the task switch."""
+
+    __slots__ = ("_deliver",)
+
+    def __init__(self, deliver: Callable[[Any], None]) -> None:
+        self._deliver = deliver
+
+    def done(self) -> bool:
+        return False
+
+    def set_result(self, reply: Any) -> None:
+        self._deliver(reply)
+
+    def set_exception(self, exc: BaseException) -> None:
+        self._deliver(exc)
+
+
+_Waiter = asyncio.Future[Any] | _Callback
+
+
 class _Connection(asyncio.Protocol):
-    def __init__(self) -> None:
+    def __init__(self, timeout: float | None = None) -> None:
         self.transport: asyncio.Transport | None = None
-        self.pending: deque[asyncio.Future[Any]] = deque()
+        self.pending: deque[_Waiter] = deque()
+        self.sent_at: deque[float] = deque()  # the loop time each pending command was queued, oldest first
         self.closed = False
+        self._timeout = timeout  # None: no answer is waited for with a deadline (tests of the protocol alone)
+        self._watchdog: asyncio.TimerHandle | None = None
         self._buffer = bytearray()
         self._outgoing: list[bytes] = []  # commands queued in this turn of the event loop (see send)
 
@@ -131,10 +151,12 @@ class _Connection(asyncio.Protocol):
         buffer = self._buffer
         buffer += data
         position = 0
+        pending, sent_at = self.pending, self.sent_at
         try:
-            while position < len(buffer) and self.pending:
+            while position < len(buffer) and pending:
                 reply, position = parse_reply(buffer, position)
-                waiter = self.pending.popleft()
+                waiter = pending.popleft()
+                sent_at.popleft()
                 if not waiter.done():
                     waiter.set_result(reply)
         except _Incomplete:
@@ -146,6 +168,7 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self._stop_watchdog()
         self._fail_pending(RedisUnavailable(f"the connection to Redis was lost ({exc or 'closed by Redis'})",
                                             dropped=True))
 
@@ -156,17 +179,50 @@ class _Connection(asyncio.Protocol):
         segment to Redis) for all of them instead of one each. A lone command waits only for the end of the
         current turn.
         """
-        if self.transport is None:
-            raise RuntimeError("send() before the connection is made")
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[Any] = loop.create_future()
-        self.pending.append(waiter)
+        self._queue(command, waiter, loop)
+        return waiter
+
+    def send_unawaited(self, command: bytes, deliver: Callable[[Any], None]) -> None:
+        """Queue ``command`` as ``send`` does, and hand its answer, an error reply or the connection's failure to
+        ``deliver`` from the event loop: nothing waits for it."""
+        self._queue(command, _Callback(deliver), asyncio.get_running_loop())
+
+    def _queue(self, command: bytes, waiter: _Waiter, loop: asyncio.AbstractEventLoop) -> None:
+        if self.transport is None:
+            raise RuntimeError("a command sent before the connection is made")
+        self._expect(waiter, loop)
         if self._outgoing:
             self._outgoing.append(command)
         else:
             self._outgoing = [command]
-            loop.call_soon(self._flush)
-        return waiter
+            loop.call_soon(self._flush)  # after every callback already due: a task that yields once sees it sent
+
+    def _expect(self, waiter: _Waiter, loop: asyncio.AbstractEventLoop) -> None:
+        """Queue ``waiter`` for the next answer not yet claimed; the watchdog fails the connection when the oldest
+        waiter has had no answer for ``timeout``."""
+        now = loop.time()
+        self.pending.append(waiter)
+        self.sent_at.append(now)
+        if self._watchdog is None and self._timeout is not None:
+            self._watchdog = loop.call_at(now + self._timeout, self._watch)
+
+    def _watch(self) -> None:
+        self._watchdog = None
+        if self.closed or not self.sent_at or self._timeout is None:
+            return
+        loop = asyncio.get_running_loop()
+        due = self.sent_at[0] + self._timeout
+        if loop.time() >= due:
+            self.fail(RedisUnavailable(f"Redis did not answer within {self._timeout:g}s"))
+        else:
+            self._watchdog = loop.call_at(due, self._watch)
+
+    def _stop_watchdog(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
 
     def _flush(self) -> None:
         outgoing, self._outgoing = self._outgoing, []
@@ -179,11 +235,13 @@ class _Connection(asyncio.Protocol):
             self.closed = True
             if self.transport is not None:
                 self.transport.abort()
+        self._stop_watchdog()
         self._fail_pending(exc)
 
     def _fail_pending(self, exc: RedisUnavailable) -> None:
         while self.pending:
             waiter = self.pending.popleft()
+            self.sent_at.popleft()
             if not waiter.done():
                 waiter.set_exception(exc)
 
@@ -196,6 +254,29 @@ class Script:
         self.sha = hashlib.sha1(source.encode()).hexdigest()  # noqa: S324 - Redis names scripts by SHA1
 
 
+class ScriptCall:
+    """The calls of one script with the same keys and leading arguments (a limited key's): the command up to
+    the ``per_call`` arguments of each call is encoded once, since encoding a dozen keys on every call would
+    cost more CPU than the round trip. ``EVAL``'s form (Redis lacks the script) is built only when needed."""
+
+    __slots__ = ("script", "per_call", "_count", "_fixed", "_evalsha")
+
+    def __init__(self, script: Script, keys: Sequence[str], args: Sequence[str | int], *, per_call: int) -> None:
+        self.script = script
+        self.per_call = per_call
+        self._count = 3 + len(keys) + len(args) + per_call
+        self._fixed = b"".join([_bulk(len(keys)), *(_bulk(key) for key in keys), *(_bulk(arg) for arg in args)])
+        self._evalsha = b"*%d\r\n%s%s%s" % (self._count, _bulk("EVALSHA"), _bulk(script.sha), self._fixed)
+
+    def command(self, args: tuple[str | bytes | int, ...], *, load: bool = False) -> bytes:
+        """The whole command for one call: ``EVALSHA``, or ``EVAL`` with the script's source when ``load``."""
+        if len(args) != self.per_call:
+            raise ValueError(f"this script call takes {self.per_call} arguments, got {len(args)}")
+        head = (b"*%d\r\n%s%s%s" % (self._count, _bulk("EVAL"), _bulk(self.script.source), self._fixed) if load
+                else self._evalsha)
+        return head + b"".join([_bulk(arg) for arg in args])
+
+
 class RespClient:
     def __init__(self, url: str, *, timeout: float) -> None:
         self.timeout = timeout
@@ -206,29 +287,29 @@ class RespClient:
         self._connection: _Connection | None = None
         self._connecting: asyncio.Task[_Connection] | None = None
 
-    async def execute(self, *args: str | bytes | int | Encoded) -> Any:
+    async def execute(self, *args: str | bytes | int) -> Any:
         """Send one command and return its reply (``RedisReplyError`` for an error reply).
 
         A command on a connection that Redis dropped (a restart, an idle timeout) is sent once more on a new
         connection: the pin store's commands can be repeated safely. A timeout is not retried.
         """
-        command = encode_command(args)
+        return await self.call(encode_command(args))
+
+    async def call(self, command: bytes) -> Any:
+        """``execute`` for a command already encoded."""
         connection = self._connection
         if connection is None or connection.closed:
-            reply = await self._send(await self._connect(), command)
+            reply = await (await self._connect()).send(command)
         else:
             try:
-                reply = await self._send(connection, command)
+                reply = await connection.send(command)
             except RedisUnavailable as exc:
                 if not exc.dropped:
                     raise
-                reply = await self._send(await self._connect(), command)
+                reply = await (await self._connect()).send(command)
         if isinstance(reply, RedisReplyError):
             raise reply
         return reply
-
-    async def _send(self, connection: _Connection, command: bytes) -> Any:
-        return await self._wait(connection, connection.send(command))
 
     async def run_script(self, script: Script, keys: list[str], args: list[str | int]) -> Any:
         try:
@@ -238,16 +319,52 @@ class RespClient:
                 raise
             return await self.execute("EVAL", script.source, len(keys), *keys, *args)
 
-    async def run_encoded_script(self, script: Script, key_count: int, fixed: Encoded,
-                                 *args: str | bytes | int) -> Any:
-        """``run_script`` with the keys and the leading arguments encoded once (``fixed``: ``key_count`` keys,
-        then arguments), followed by ``args``."""
+    async def run_call(self, call: ScriptCall, *args: str | bytes | int) -> Any:
+        """``run_script`` for a prepared call, with this call's own arguments."""
         try:
-            return await self.execute("EVALSHA", script.sha, key_count, fixed, *args)
+            return await self.call(call.command(args))
         except RedisReplyError as exc:
             if not str(exc).startswith("NOSCRIPT"):
                 raise
-            return await self.execute("EVAL", script.source, key_count, fixed, *args)
+            return await self.call(call.command(args, load=True))
+
+    def send_call(self, call: ScriptCall, args: tuple[str | bytes | int, ...],
+                  deliver: Callable[[Any], None]) -> bool:
+        """Send a prepared call without waiting for its answer; False (nothing sent) without an open connection,
+        since opening one means waiting.
+
+        The call goes out with this turn's write (a task that yields once, ``await asyncio.sleep(0)``, resumes
+        after it). ``deliver`` is called once, from the event loop, with the reply, a ``RedisReplyError`` or the
+        ``RedisUnavailable`` that failed the connection (a timeout, or ``dropped``: the call may not have run).
+        A script Redis lacks (``NOSCRIPT``) is sent again whole, and that call's answer delivered.
+        """
+        connection = self._connection
+        if connection is None or connection.closed:
+            return False
+
+        def answered(reply: Any) -> None:
+            if isinstance(reply, RedisReplyError) and str(reply).startswith("NOSCRIPT"):
+                again = self._connection
+                if again is None or again.closed:
+                    deliver(RedisUnavailable("the connection closed before the script could be loaded", dropped=True))
+                else:
+                    again.send_unawaited(call.command(args, load=True), deliver)
+                return
+            deliver(reply)
+
+        connection.send_unawaited(call.command(args), answered)
+        return True
+
+    async def drain(self) -> None:
+        """Wait until every command sent so far has its answer (or its connection failed): at most ``timeout``
+        after the oldest was sent. Redis answers in order, so the answer to a PING sent now comes after theirs;
+        a second round covers the scripts sent again whole on NOSCRIPT meanwhile."""
+        for _ in range(2):
+            connection = self._connection
+            if connection is None or connection.closed or not connection.pending:
+                return
+            with contextlib.suppress(RedisUnavailable):
+                await connection.send(encode_command(("PING",)))
 
     async def aclose(self) -> None:
         if self._connecting is not None:
@@ -256,14 +373,6 @@ class RespClient:
         if self._connection is not None:
             self._connection.fail(RedisUnavailable("the client was closed"))
             self._connection = None
-
-    async def _wait(self, connection: _Connection, waiter: asyncio.Future[Any]) -> Any:
-        loop = asyncio.get_running_loop()
-        timer = loop.call_later(self.timeout, _expire, connection, waiter, self.timeout)
-        try:
-            return await waiter
-        finally:
-            timer.cancel()
 
     async def _connect(self) -> _Connection:
         """The connection being set up, shared by every caller; a caller's cancellation leaves it running."""
@@ -283,7 +392,7 @@ class RespClient:
     async def _open(self) -> _Connection:
         address = self._address
         loop = asyncio.get_running_loop()
-        connection = _Connection()
+        connection = _Connection(self.timeout)
         try:
             try:
                 async with asyncio.timeout(self.timeout):
@@ -304,7 +413,7 @@ class RespClient:
             if address.db:
                 setup.append(("SELECT", address.db))
             for command in setup:
-                reply = await self._wait(connection, connection.send(encode_command(command)))
+                reply = await connection.send(encode_command(command))
                 if isinstance(reply, RedisReplyError):
                     raise RedisUnavailable(f"Redis refused {command[0]}: {reply}")
         except BaseException:
@@ -312,7 +421,3 @@ class RespClient:
             raise
         return connection
 
-
-def _expire(connection: _Connection, waiter: asyncio.Future[Any], timeout: float) -> None:
-    if not waiter.done():
-        connection.fail(RedisUnavailable(f"Redis did not answer within {timeout:g}s"))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from routing.core.limits import (
     WINDOW_S,
@@ -25,9 +26,9 @@ from routing.core.limits import (
 DEFAULT_SLOT_LEASE_S = 1800.0  # a slot whose release never came (a killed process) is returned after this
 
 
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    """The answer to one admission: refused (with the limit) or admitted, and the headers' standings."""
+class Verdict(NamedTuple):
+    """The answer to one admission: refused (with the limit) or admitted, and the headers' standings (a named
+    tuple: one is built per request)."""
 
     refusal: Refusal | None
     requests: Standing | None

@@ -26,6 +26,7 @@ import calendar
 import math
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import NamedTuple
 
 WINDOW_S = 60.0
 BUDGET_PERIODS = ("day", "week", "month", "total")
@@ -79,12 +80,12 @@ class LimitScope:
     limits: Limits
 
 
-@dataclass(frozen=True, slots=True)
-class ScopeCounts:
+class ScopeCounts(NamedTuple):
     """What a store counted for one scope at ``now``, before this request is added.
 
     Times are seconds on the store's clock (``now`` is on the same clock). ``tokens_retry_s`` is when the
-    token window falls below the limit again (only computed when it is at or over it).
+    token window falls below the limit again (only computed when it is at or over it). A named tuple rather
+    than a frozen dataclass: one is built per scope and request, in a third of the time.
     """
 
     requests: int = 0
@@ -229,8 +230,7 @@ def format_reset(seconds: float) -> str:
     return f"{secs}s"
 
 
-@dataclass(frozen=True, slots=True)
-class Standing:
+class Standing(NamedTuple):
     """Where a request leaves one dimension (requests or tokens) of its tightest scope, for the headers."""
 
     limit: int
@@ -249,19 +249,18 @@ def standings(scopes: tuple[LimitScope, ...], counts: tuple[ScopeCounts, ...], n
     tokens: Standing | None = None
     for scope, count in zip(scopes, counts, strict=True):
         limits = scope.limits
-        if limits.rpm is not None:
-            used = count.requests + (1 if admitted else 0)
-            oldest = count.oldest_request_s if count.oldest_request_s is not None else (now if admitted else None)
-            reset = 0.0 if oldest is None else max(0.0, oldest + WINDOW_S - now)
-            standing = Standing(limits.rpm, max(0, limits.rpm - used), reset)
-            if requests is None or standing.remaining < requests.remaining:
-                requests = standing
-        if limits.tpm is not None:
-            oldest = count.oldest_tokens_s
-            reset = 0.0 if oldest is None else max(0.0, oldest + WINDOW_S - now)
-            standing = Standing(limits.tpm, max(0, limits.tpm - count.tokens), reset)
-            if tokens is None or standing.remaining < tokens.remaining:
-                tokens = standing
+        rpm = limits.rpm
+        if rpm is not None:
+            remaining = max(0, rpm - count.requests - (1 if admitted else 0))
+            if requests is None or remaining < requests.remaining:  # on a tie the first scope (the key's) stays
+                oldest = count.oldest_request_s if count.oldest_request_s is not None else (now if admitted else None)
+                requests = Standing(rpm, remaining, 0.0 if oldest is None else max(0.0, oldest + WINDOW_S - now))
+        tpm = limits.tpm
+        if tpm is not None:
+            remaining = max(0, tpm - count.tokens)
+            if tokens is None or remaining < tokens.remaining:
+                oldest = count.oldest_tokens_s
+                tokens = Standing(tpm, remaining, 0.0 if oldest is None else max(0.0, oldest + WINDOW_S - now))
     return requests, tokens
 
 

@@ -4,7 +4,10 @@
 limit store (one Redis round trip when Redis is configured) checks every limit and either counts the
 request or raises the 429. ``settle_limits`` runs exactly once when the answer has ended, whatever the path
 (a JSON answer, an error, a stream read to the end or cut, a client that hung up): it releases the
-concurrency slot and counts the tokens and spend every attempt of the request was billed for.
+concurrency slot and counts the tokens and spend every attempt of the request was billed for. It does not
+wait for Redis: the settlement goes out with the event loop's next write to Redis, and ``settle_limits``
+yields once so that it has gone before the answer is sent; its answer is handled when it comes. A request
+whose task is being cancelled settles the same way, without the yield (``settle_limits_soon``).
 A key without limits costs nothing here: its ``limit_scopes`` is empty.
 """
 
@@ -18,8 +21,6 @@ from routing.gateway.gateway_error import GatewayError
 from routing.gateway.records import Call, Journey
 from routing.gateway.state import state
 from routing.ops import metrics
-
-_background: set[asyncio.Task[None]] = set()  # settlements of requests whose task was cancelled
 
 
 async def admit_limits(call: Call, journey: Journey) -> None:
@@ -70,29 +71,26 @@ def _take(journey: Journey) -> tuple[int, int] | None:
 
 
 async def settle_limits(call: Call, journey: Journey) -> None:
-    """Release the request's slot and count what it used; a second call does nothing."""
-    billed = _take(journey)
-    if billed is None or journey.limits is None:
-        return
-    await _settle(call, journey, billed)
+    """Release the request's slot and count what it used; a second call does nothing. Redis is not waited for:
+    one yield lets the settlement go out with this turn's write, before the caller sends its answer."""
+    if _settle(journey):
+        await asyncio.sleep(0)
 
 
 def settle_limits_soon(call: Call, journey: Journey) -> None:
-    """``settle_limits`` in a task of its own: for a request whose own task is being cancelled."""
+    """``settle_limits`` for a request whose own task is being cancelled: nothing is awaited (its client is
+    gone; the settlement goes out with the next write to Redis all the same)."""
+    _settle(journey)
+
+
+def _settle(journey: Journey) -> bool:
+    """Settle once; True when the settlement waits for this turn's write to Redis."""
     billed = _take(journey)
-    if billed is None:
-        return
-    task = asyncio.get_running_loop().create_task(_settle(call, journey, billed))
-    _background.add(task)  # the loop keeps only weak references to tasks
-    task.add_done_callback(_background.discard)
-
-
-async def _settle(call: Call, journey: Journey, billed: tuple[int, int]) -> None:
     admission = journey.limits
-    if admission is None:
-        return
+    if billed is None or admission is None:
+        return False
     tokens, nanos = billed
-    await state.limits.settle(admission, tokens=tokens, spend_nanos=nanos)
+    return state.limits.settle(admission, tokens=tokens, spend_nanos=nanos)
 
 
 def count_usage(key: KeySpec, journey: Journey) -> None:

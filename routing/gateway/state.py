@@ -126,6 +126,13 @@ class GatewayState:
         """Whether ``name`` is a concrete model of the routing table followed (shared verdicts name others too)."""
         return name in self._models
 
+    async def close_limits(self) -> None:
+        """Close the limit store (the lifespan shutdown), once the settlements already sent to Redis are applied:
+        a settlement is never waited for on the request path."""
+        limits, self._limits = self._limits, None
+        if limits is not None:
+            await limits.aclose()
+
     async def stop_sharing(self) -> None:
         """Stop the shared health and provider limits task and close its connection (the lifespan shutdown)."""
         shared, self.shared = self.shared, None

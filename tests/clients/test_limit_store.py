@@ -22,7 +22,7 @@ import pytest
 import redis
 
 from routing.clients.limit_store import ProcessLimitStore, RedisLimitStore, make_limit_store
-from routing.clients.redis_client import Encoded, _Connection, encode_command
+from routing.clients.redis_client import Script, ScriptCall, _Connection, encode_command
 from routing.core.limits import NANOS_PER_USD, Limits, LimitScope
 from tests.gateway_process import free_port
 
@@ -79,7 +79,7 @@ def test_concurrency_slots_return_when_settled(kind: str, prefix: str) -> None:
             first = await store.admit(scopes, "a")
             await store.admit(scopes, "b")
             third = await store.admit(scopes, "c")
-            await store.settle(first, tokens=0, spend_nanos=0)
+            store.settle(first, tokens=0, spend_nanos=0)
             fourth = await store.admit(scopes, "d")
             slots = (await store.counts(scopes[0])).slots
             return first.verdict.admitted, third.verdict.admitted, fourth.verdict.admitted, slots
@@ -98,12 +98,12 @@ def test_tokens_and_spend_counted_at_settle_refuse_the_next_request(kind: str, p
             budget = (scope(name="b", budget_usd=0.01, budget_period="day"),)
             codes = []
             admission = await store.admit(tpm, "a")
-            await store.settle(admission, tokens=1000, spend_nanos=0)
+            store.settle(admission, tokens=1000, spend_nanos=0)
             refusal = (await store.admit(tpm, "b")).verdict.refusal
             codes.append(refusal.limit if refusal else None)
             assert (await store.counts(tpm[0])).tokens == 1000
             admission = await store.admit(budget, "c")
-            await store.settle(admission, tokens=5, spend_nanos=NANOS_PER_USD // 100)
+            store.settle(admission, tokens=5, spend_nanos=NANOS_PER_USD // 100)
             refusal = (await store.admit(budget, "d")).verdict.refusal
             codes.append(refusal.code if refusal else None)
             assert (await store.counts(budget[0])).spend_nanos == NANOS_PER_USD // 100
@@ -220,7 +220,7 @@ def test_a_redis_outage_falls_back_to_this_process_and_recovers(private_redis_po
         for i in range(8):
             admission = await store.admit(scopes, f"d{i}")
             results.append((admission.verdict.admitted, admission.in_redis))
-            await store.settle(admission, tokens=3, spend_nanos=0)
+            store.settle(admission, tokens=3, spend_nanos=0)
         assert not store.shared
         await store.aclose()
         return results
@@ -270,7 +270,7 @@ def test_a_settle_that_cannot_reach_redis_is_counted_here_instead(private_redis_
             assert admission.in_redis
             proc.terminate()
             proc.wait(timeout=10)
-            await store.settle(admission, tokens=150, spend_nanos=0)  # must not raise
+            store.settle(admission, tokens=150, spend_nanos=0)  # must not raise
             refused = await store.admit(scopes, "b")
             assert not refused.in_redis
             return refused.verdict.refusal is not None
@@ -285,6 +285,126 @@ def test_a_settle_that_cannot_reach_redis_is_counted_here_instead(private_redis_
             proc.wait(timeout=10)
 
 
+def test_a_settlement_is_applied_in_redis_without_being_waited_for(prefix: str) -> None:
+    """``settle`` returns at once; after one yield (as the engine does before answering) it has gone to Redis,
+    so another connection's next command already sees it."""
+    async def run() -> tuple[bool, int, int]:
+        one, two = RedisLimitStore(REDIS_URL, prefix=prefix), RedisLimitStore(REDIS_URL, prefix=prefix)
+        try:
+            scopes = (scope(tpm=10_000, max_concurrency=1),)
+            admission = await one.admit(scopes, "a")
+            assert one.settle(admission, tokens=700, spend_nanos=0) is True  # goes out with this turn's write
+            assert one._client._connection is not None
+            assert len(one._client._connection.pending) == 1  # its answer is not waited for
+            await asyncio.sleep(0)
+            after = await two.admit(scopes, "b")  # another connection, as another gateway process would be
+            counts = await two.counts(scopes[0])
+            return after.verdict.admitted, counts.tokens, counts.slots
+        finally:
+            await one.aclose()
+            await two.aclose()
+
+    assert asyncio.run(run()) == (True, 700, 1)  # the slot returned, the tokens counted; "b" holds the slot
+
+
+def test_a_settlement_redis_has_no_script_for_is_sent_whole_and_applied(private_redis_port: int) -> None:
+    proc = start_redis(private_redis_port)
+    url = f"redis://127.0.0.1:{private_redis_port}/0"
+    scopes = (scope(tpm=1000, max_concurrency=5, budget_usd=1.0, budget_period="total"),)
+    direct = redis.Redis(port=private_redis_port)
+
+    async def run() -> tuple[int, int, int, bool]:
+        store = RedisLimitStore(url, prefix="gomodel:test:noscript:")
+        try:
+            admission = await store.admit(scopes, "a")  # a fresh Redis: NOSCRIPT, then the script sent whole
+            direct.script_flush()  # Redis forgets it (SCRIPT FLUSH, a restart) before the settlement
+            store.settle(admission, tokens=40, spend_nanos=5_000)
+            await store.aclose()  # waits for the settlement's answers (NOSCRIPT, then the script's)
+            store = RedisLimitStore(url, prefix="gomodel:test:noscript:")
+            counts = await store.counts(scopes[0])
+            return counts.tokens, counts.slots, counts.spend_nanos, store.shared
+        finally:
+            await store.aclose()
+
+    try:
+        assert asyncio.run(run()) == (40, 0, 5_000, True)
+    finally:
+        direct.close()
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_a_settlement_after_redis_dropped_the_connection_goes_out_on_a_new_one(private_redis_port: int) -> None:
+    proc = start_redis(private_redis_port)
+    url = f"redis://127.0.0.1:{private_redis_port}/0"
+    scopes = (scope(tpm=1000, max_concurrency=1),)
+    direct = redis.Redis(port=private_redis_port)
+
+    async def run() -> tuple[int, int, bool]:
+        store = RedisLimitStore(url, prefix="gomodel:test:dropped:")
+        try:
+            admission = await store.admit(scopes, "a")
+            direct.client_kill_filter(_type="normal", skipme=True)  # an idle timeout, a proxy's reset
+            await asyncio.sleep(0.1)  # the store sees the connection close
+            store.settle(admission, tokens=25, spend_nanos=0)  # no connection open: it connects, then settles
+        finally:
+            await store.aclose()  # waits for that settlement
+        store = RedisLimitStore(url, prefix="gomodel:test:dropped:")
+        try:
+            counts = await store.counts(scopes[0])
+            return counts.tokens, counts.slots, store.shared
+        finally:
+            await store.aclose()
+
+    try:
+        assert asyncio.run(run()) == (25, 0, True)
+    finally:
+        direct.close()
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_closing_the_store_waits_a_bounded_time_for_a_settlement_and_counts_it_here_if_unanswered() -> None:
+    """A Redis that answers the admission and then falls silent: ``aclose`` returns within the socket timeout,
+    and the settlement Redis never confirmed is counted in this process meanwhile (as during an outage)."""
+    scopes = (scope(tpm=100),)
+    counted = f"{int(time.time() * 1000)},1,0,-1,0,-1,-1,0,0"
+
+    served = asyncio.Event()
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await reader.read(65536)  # the admission
+            writer.write(b"$%d\r\n%s\r\n" % (len(counted), counted.encode()))
+            while await reader.read(65536):
+                pass  # the settlement: no answer
+        finally:
+            writer.close()
+            served.set()
+
+    async def run() -> tuple[float, int, bool]:
+        server = await asyncio.start_server(handler, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        store = RedisLimitStore(f"redis://127.0.0.1:{port}/0", prefix="gomodel:test:silent:", socket_timeout=0.3)
+        try:
+            admission = await store.admit(scopes, "a")
+            assert admission.in_redis
+            store.settle(admission, tokens=150, spend_nanos=0)
+            started = time.monotonic()
+            await store.aclose()
+            waited = time.monotonic() - started
+            await asyncio.wait_for(served.wait(), 5)  # the connection is closed on both ends
+            return waited, (await store.fallback.counts(scopes[0])).tokens, store.shared
+        finally:
+            server.close()
+            await server.wait_closed()
+
+    waited, tokens_here, shared = asyncio.run(run())
+    assert 0.25 <= waited < 2.0
+    assert tokens_here == 150
+    assert shared is False
+
+
 def test_without_redis_url_limits_are_counted_in_this_process() -> None:
     assert isinstance(make_limit_store(None), ProcessLimitStore)
     assert isinstance(make_limit_store(REDIS_URL), RedisLimitStore)
@@ -294,9 +414,13 @@ def test_without_redis_url_limits_are_counted_in_this_process() -> None:
 # -- the Redis client's support for the limit scripts ----------------------------------------------------------
 
 
-def test_pre_encoded_arguments_encode_exactly_as_plain_ones() -> None:
-    plain = encode_command(("EVALSHA", "abc", 2, "k1", "k2", 60000, "rid"))
-    assert encode_command(("EVALSHA", "abc", 2, Encoded("k1", "k2", 60000), "rid")) == plain
+def test_a_prepared_script_call_encodes_exactly_as_the_plain_command() -> None:
+    script = Script("return 1")
+    call = ScriptCall(script, ["k1", "k2"], [60000], per_call=2)
+    assert call.command(("rid", 7)) == encode_command(("EVALSHA", script.sha, 2, "k1", "k2", 60000, "rid", 7))
+    assert call.command(("rid", 7), load=True) == encode_command(("EVAL", "return 1", 2, "k1", "k2", 60000, "rid", 7))
+    with pytest.raises(ValueError, match="takes 2 arguments"):
+        call.command(("rid",))
 
 
 class RecordingTransport:

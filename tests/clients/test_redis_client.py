@@ -26,6 +26,7 @@ from routing.clients.redis_client import (
     RedisUnavailable,
     RespClient,
     Script,
+    ScriptCall,
     encode_command,
     parse_reply,
 )
@@ -391,3 +392,88 @@ def test_settings_refuse_to_load_with_an_unsupported_redis_url() -> None:
                           capture_output=True, text=True, timeout=60)
     assert done.returncode != 0
     assert "ImproperlyConfigured: REDIS_URL option ssl_ca_certs is not supported" in done.stderr
+
+
+# -- prepared script calls sent without waiting (the limit store's settlements) -------------------------------
+
+
+def test_a_call_sent_without_waiting_hands_its_answer_to_the_callback_and_drain_waits_for_it() -> None:
+    script = Script(f"redis.call('SET', KEYS[1], ARGV[1]) return '{uuid.uuid4().hex[:6]}:' .. ARGV[1]")
+    key = f"gomodel:test:{uuid.uuid4().hex}"
+    direct = redis.Redis.from_url(REDIS_DB15, decode_responses=True)
+    answers: list[Any] = []
+
+    async def scenario() -> None:
+        client = RespClient(REDIS_DB15, timeout=1.0)
+        try:
+            assert client.send_call(ScriptCall(script, [key], [], per_call=1), ("x",), answers.append) is False
+            await client.execute("PING")  # now connected
+            call = ScriptCall(script, [key], [], per_call=1)
+            assert client.send_call(call, ("one",), answers.append) is True  # NOSCRIPT first: sent whole
+            assert client.send_call(call, ("two",), answers.append) is True
+            assert answers == []  # nothing waited: the answers come from the event loop
+            await client.drain()
+            assert [str(a).split(":", 1)[1] for a in answers] == ["one", "two"]
+        finally:
+            await client.aclose()
+
+    try:
+        run(scenario)
+        assert direct.get(key) == "two"
+    finally:
+        direct.delete(key)
+        direct.close()
+
+
+def test_a_call_sent_without_waiting_gets_the_timeout_when_redis_is_silent() -> None:
+    answers: list[Any] = []
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(1024)
+        writer.write(b"+PONG\r\n")
+        while await reader.read(1024):
+            pass  # silence from now on
+
+    async def scenario() -> None:
+        async with scripted_server(handler) as url:
+            client = RespClient(url, timeout=0.2)
+            try:
+                assert await client.execute("PING") == "PONG"
+                started = asyncio.get_running_loop().time()
+                assert client.send_call(ScriptCall(Script("return 1"), [], [], per_call=0), (), answers.append)
+                await client.drain()  # bounded by the timeout
+                waited = asyncio.get_running_loop().time() - started
+                assert 0.15 <= waited < 1.0
+            finally:
+                await client.aclose()
+
+    run(scenario)
+    assert len(answers) == 1
+    assert isinstance(answers[0], RedisUnavailable)
+    assert "within 0.2s" in str(answers[0])
+    assert not answers[0].dropped  # a timeout: the call may have run
+
+
+def test_one_timer_watches_a_busy_connection_rather_than_one_per_command() -> None:
+    async def scenario() -> int:
+        client = RespClient(REDIS_DB15, timeout=1.0)
+        loop = asyncio.get_running_loop()
+        scheduled = 0
+        real_call_at = loop.call_at
+
+        def counting_call_at(when: float, callback: Any, *args: Any, **kwargs: Any) -> asyncio.TimerHandle:
+            nonlocal scheduled
+            scheduled += 1
+            return real_call_at(when, callback, *args, **kwargs)
+
+        try:
+            await client.execute("PING")
+            loop.call_at = counting_call_at  # type: ignore[method-assign]
+            for _ in range(20):
+                await asyncio.gather(*(client.execute("PING") for _ in range(50)))
+            return scheduled
+        finally:
+            loop.call_at = real_call_at  # type: ignore[method-assign]
+            await client.aclose()
+
+    assert asyncio.run(scenario()) <= 2  # 1,000 commands within a second: the first timer is still armed

@@ -109,7 +109,7 @@ def test_the_key_page_shows_the_remaining_budget_of_this_process_without_redis(
 
     async def spend() -> None:
         admission = await store.admit(spec.limit_scopes, "r1")
-        await store.settle(admission, tokens=10, spend_nanos=750_000_000)
+        store.settle(admission, tokens=10, spend_nanos=750_000_000)
 
     asyncio.run(spend())
     page = admin_client.get(f"/admin/routing/gatewaykey/{key.pk}/change/").content.decode()
