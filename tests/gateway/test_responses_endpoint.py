@@ -24,12 +24,14 @@ from routing.gateway.gateway_error import GatewayError
 from routing.gateway.responses_endpoint import responses_call
 from routing.models import StoredResponse, hash_secret
 from routing.simulator import SimulatorServer
+from tests import unreachable_database
 from tests.gateway import support
 from tests.gateway.support import Reply, answer, attempts_of, read, run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 simulator, sim, table, fresh_state = support.simulator, support.sim, support.table, support.fresh_state
+database_unreachable = unreachable_database.database_unreachable
 
 ALICE = KeySpec(id=101, name="alice", secret_hash=hash_secret("alice-secret"))
 BOB = KeySpec(id=102, name="bob", secret_hash=hash_secret("bob-secret"))
@@ -299,3 +301,14 @@ def test_an_expired_or_unstored_response_cannot_be_continued(sim: SimulatorServe
     assert not StoredResponse.objects.filter(response_id=unstored).exists()
     for response_id in (kept, unstored):
         _refused(one(table, {"model": "primary", "input": "again", "previous_response_id": response_id}, key=ALICE))
+
+
+def test_a_follow_up_while_the_database_is_down_is_a_503(sim: SimulatorServer, table: RoutingTable,
+                                                         database_unreachable: None) -> None:
+    reply = one(table, {"model": "primary", "input": "x", "previous_response_id": "resp_any"}, key=ALICE)
+    assert (reply.status, reply.error["code"], reply.error["param"]) == (
+        503, "responses_store_unavailable", "previous_response_id")
+    assert reply.headers["Retry-After"] == "5"
+    assert sim.received() == []
+    # A request that continues nothing does not need the database (its answer's write is dropped and logged).
+    assert one(table, {"model": "primary", "input": "x"}, key=ALICE).status == 200
