@@ -39,12 +39,15 @@ _INCOMPLETE_FINISH = {"max_output_tokens": FINISH_LENGTH, "content_filter": FINI
 def native_payload(body: dict[str, Any], *, upstream_model: str, conversation: list[dict[str, Any]],
                    stream: bool) -> dict[str, Any]:
     """The upstream body: the client's, with the whole conversation as input and nothing stored upstream."""
-    out = {key: value for key, value in body.items() if key not in ("previous_response_id", "stream")}
+    out = {key: value for key, value in body.items()
+           if key not in ("previous_response_id", "stream", "stream_options")}
     out["model"] = upstream_model
     out["input"] = conversation
     out["store"] = False
     if stream:
         out["stream"] = True
+        if body.get("stream_options") is not None:
+            out["stream_options"] = body["stream_options"]
     return out
 
 

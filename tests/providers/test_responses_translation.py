@@ -218,6 +218,10 @@ def test_an_openai_provider_gets_a_responses_call_with_the_whole_conversation_an
     assert built.json["store"] is False
     assert built.json["stream"] is True
     assert "previous_response_id" not in built.json
+    assert "stream_options" not in build_responses_request(
+        provider=PROVIDERS["openai"], model=model("openai"), call=call_for(
+            {"model": "pub", "input": "x", "stream_options": {"include_obfuscation": False}}),
+        stream=False, api_key="k").json
     assert built.json["instructions"] == "be kind"
     assert built.json["tools"] == [WEATHER_TOOL]
 
