@@ -39,7 +39,7 @@ from typing import Any, Protocol
 from routing.clients.limit_scripts import COUNTS, COUNTS_PER_SCOPE, LIMITS, admit_reply, counts_at
 from routing.clients.redis_client import RedisReplyError, RedisUnavailable, RespClient, ScriptCall
 from routing.core.limit_ledger import DEFAULT_SLOT_LEASE_S, LimitLedger, Verdict, verdict_of
-from routing.core.limits import WINDOW_S, Limits, LimitScope, Refusal, ScopeCounts, period_bounds, period_id
+from routing.core.limits import WINDOW_S, LimitScope, Refusal, ScopeCounts, period_bounds, period_id
 
 logger = logging.getLogger("gomodel.limits")
 
@@ -128,12 +128,15 @@ class _Fixed:
     since: float
     until: float
     admit: ScriptCall
-    settle: ScriptCall | None  # None: nothing to settle (requests per minute only)
+    settle: ScriptCall
+    holds_slot: bool  # a scope limits concurrency: every answer returns a slot
+    counts_tokens: bool  # a scope limits tokens per minute
+    counts_spend: bool  # a scope has a budget
 
-
-def _settles(limits: Limits) -> bool:
-    """Whether an answer changes anything for these limits: a slot to return, tokens or spend to count."""
-    return limits.tpm is not None or limits.max_concurrency is not None or limits.budget_usd is not None
+    def settles(self, tokens: int, spend_nanos: int) -> bool:
+        """Whether an answer changes anything in Redis: a slot to return, tokens or spend to count (with only
+        rpm, or tokens counted only toward budgets and an answer that used none, there is no write at all)."""
+        return self.holds_slot or (tokens > 0 and self.counts_tokens) or (spend_nanos > 0 and self.counts_spend)
 
 
 def _limit_arg(value: int | None) -> int:
@@ -199,9 +202,11 @@ class RedisLimitStore:
             settle_args += [1 if limits.tpm is not None else 0, keep]
             since = max(since, start)
             until = min(until, math.inf if end is None else end)
-        settles = any(_settles(scope.limits) for scope in scopes)
         fixed = _Fixed(scopes, since, until, ScriptCall(LIMITS, admit_keys, admit_args, per_call=1),
-                       ScriptCall(LIMITS, settle_keys, settle_args, per_call=3) if settles else None)
+                       ScriptCall(LIMITS, settle_keys, settle_args, per_call=3),
+                       holds_slot=any(scope.limits.max_concurrency is not None for scope in scopes),
+                       counts_tokens=any(scope.limits.tpm is not None for scope in scopes),
+                       counts_spend=any(scope.limits.budget_usd is not None for scope in scopes))
         if len(self._encoded) >= _MAX_ENCODED:
             self._encoded.clear()
         self._encoded[id(scopes)] = fixed
@@ -241,9 +246,10 @@ class RedisLimitStore:
     def _settle_in_redis(self, admission: Admission, tokens: int, spend_nanos: int) -> bool:
         """Send the settlement with this turn's write to Redis, or as soon as a connection is open (False); its
         answer is handled when it comes (``_settled``)."""
-        call = self._fixed(admission.scopes, self._clock()).settle
-        if call is None:
-            return False  # requests per minute only: counted at admission, nothing to settle (no round trip)
+        fixed = self._fixed(admission.scopes, self._clock())
+        if not fixed.settles(tokens, spend_nanos):
+            return False
+        call = fixed.settle
         args = (admission.request_id, tokens, spend_nanos)
         if self._client.send_call(call, args, functools.partial(self._settled, admission, tokens, spend_nanos)):
             return True
@@ -255,8 +261,7 @@ class RedisLimitStore:
             # The connection went before the answer (Redis restarted, or closed an idle connection): sent again
             # on a new one, as the client does for a command it waits for.
             call = self._fixed(admission.scopes, self._clock()).settle
-            if call is not None:
-                self._in_background(self._settle_when_connected(call, admission, tokens, spend_nanos))
+            self._in_background(self._settle_when_connected(call, admission, tokens, spend_nanos))
         elif isinstance(reply, _UNAVAILABLE):
             self._settle_failed(reply, admission, tokens, spend_nanos)
         else:

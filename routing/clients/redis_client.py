@@ -328,32 +328,34 @@ class RespClient:
                 raise
             return await self.call(call.command(args, load=True))
 
-    def send_call(self, call: ScriptCall, args: tuple[str | bytes | int, ...],
-                  deliver: Callable[[Any], None]) -> bool:
-        """Send a prepared call without waiting for its answer; False (nothing sent) without an open connection,
-        since opening one means waiting.
+    def send_unawaited(self, command: bytes, deliver: Callable[[Any], None]) -> bool:
+        """Send an encoded command without waiting for its answer; False (nothing sent) without an open
+        connection, since opening one means waiting.
 
-        The call goes out with this turn's write (a task that yields once, ``await asyncio.sleep(0)``, resumes
-        after it). ``deliver`` is called once, from the event loop, with the reply, a ``RedisReplyError`` or the
-        ``RedisUnavailable`` that failed the connection (a timeout, or ``dropped``: the call may not have run).
-        A script Redis lacks (``NOSCRIPT``) is sent again whole, and that call's answer delivered.
+        The command goes out with this turn's write (a task that yields once, ``await asyncio.sleep(0)``,
+        resumes after it). ``deliver`` is called once, from the event loop, with the reply, a
+        ``RedisReplyError`` or the ``RedisUnavailable`` that failed the connection (a timeout, or ``dropped``:
+        the command may not have run).
         """
         connection = self._connection
         if connection is None or connection.closed:
             return False
+        connection.send_unawaited(command, deliver)
+        return True
+
+    def send_call(self, call: ScriptCall, args: tuple[str | bytes | int, ...],
+                  deliver: Callable[[Any], None]) -> bool:
+        """``send_unawaited`` for a prepared script call: a script Redis lacks (``NOSCRIPT``) is sent again whole,
+        and that call's answer delivered."""
 
         def answered(reply: Any) -> None:
             if isinstance(reply, RedisReplyError) and str(reply).startswith("NOSCRIPT"):
-                again = self._connection
-                if again is None or again.closed:
+                if not self.send_unawaited(call.command(args, load=True), deliver):
                     deliver(RedisUnavailable("the connection closed before the script could be loaded", dropped=True))
-                else:
-                    again.send_unawaited(call.command(args, load=True), deliver)
                 return
             deliver(reply)
 
-        connection.send_unawaited(call.command(args), answered)
-        return True
+        return self.send_unawaited(call.command(args), answered)
 
     async def drain(self) -> None:
         """Wait until every command sent so far has its answer (or its connection failed): at most ``timeout``

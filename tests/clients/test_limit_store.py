@@ -307,6 +307,28 @@ def test_a_settlement_is_applied_in_redis_without_being_waited_for(prefix: str) 
     assert asyncio.run(run()) == (True, 700, 1)  # the slot returned, the tokens counted; "b" holds the slot
 
 
+def test_an_answer_that_changes_nothing_in_redis_sends_nothing(prefix: str) -> None:
+    """No slot to return and no tokens or spend to count (only rpm, or tokens and a budget but an answer that used
+    none): no settlement is sent; one that has something to count is."""
+    async def run() -> list[tuple[bool, int]]:
+        store = RedisLimitStore(REDIS_URL, prefix=prefix)
+        try:
+            sent = []
+            for name, limits, tokens, nanos in (("r", {"rpm": 10}, 50, 7), ("t", {"tpm": 100, "budget_usd": 1.0}, 0, 0),
+                                                ("u", {"tpm": 100, "budget_usd": 1.0}, 0, 9),
+                                                ("c", {"max_concurrency": 2}, 0, 0)):
+                admission = await store.admit((scope(name=name, **limits),), f"{name}-1")
+                queued = store.settle(admission, tokens=tokens, spend_nanos=nanos)
+                assert store._client._connection is not None
+                sent.append((queued, len(store._client._connection.pending)))
+                await store._client.drain()
+            return sent
+        finally:
+            await store.aclose()
+
+    assert asyncio.run(run()) == [(False, 0), (False, 0), (True, 1), (True, 1)]
+
+
 def test_a_settlement_redis_has_no_script_for_is_sent_whole_and_applied(private_redis_port: int) -> None:
     proc = start_redis(private_redis_port)
     url = f"redis://127.0.0.1:{private_redis_port}/0"
