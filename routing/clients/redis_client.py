@@ -192,6 +192,9 @@ class _Connection(asyncio.Protocol):
     def _queue(self, command: bytes, waiter: _Waiter, loop: asyncio.AbstractEventLoop) -> None:
         if self.transport is None:
             raise RuntimeError("a command sent before the connection is made")
+        if self.closed:  # lost while a caller was about to use it: nothing will answer here
+            waiter.set_exception(RedisUnavailable("the connection to Redis was closed", dropped=True))
+            return
         self._expect(waiter, loop)
         if self._outgoing:
             self._outgoing.append(command)

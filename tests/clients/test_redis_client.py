@@ -27,6 +27,7 @@ from routing.clients.redis_client import (
     RespClient,
     Script,
     ScriptCall,
+    _Connection,
     encode_command,
     parse_reply,
 )
@@ -477,3 +478,29 @@ def test_one_timer_watches_a_busy_connection_rather_than_one_per_command() -> No
             await client.aclose()
 
     assert asyncio.run(scenario()) <= 2  # 1,000 commands within a second: the first timer is still armed
+
+
+def test_a_command_sent_on_a_connection_already_closed_fails_at_once_as_dropped() -> None:
+    async def scenario() -> None:
+        connection = _Connection(timeout=5.0)
+        connection.connection_made(SilentTransport())  # type: ignore[arg-type]
+        connection.connection_lost(None)
+        with pytest.raises(RedisUnavailable) as failed:
+            await asyncio.wait_for(connection.send(encode_command(("PING",))), 1.0)
+        assert failed.value.dropped  # a caller sends it again on a new connection
+        delivered: list[Any] = []
+        connection.send_unawaited(encode_command(("PING",)), delivered.append)
+        assert len(delivered) == 1
+        assert isinstance(delivered[0], RedisUnavailable)
+
+    run(scenario)
+
+
+class SilentTransport:
+    """Stands in for the socket."""
+
+    def write(self, data: bytes) -> None:
+        return None
+
+    def abort(self) -> None:
+        return None
