@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -85,6 +85,9 @@ class AttemptSpec:
     client_wants_usage: bool
     embeddings: EmbeddingsRequest | None = None  # set: an embeddings request instead of a chat one
     responses: ResponsesCall | None = None  # set: a Responses API request (``body`` is its chat equivalent)
+    # The client's request headers (lower-case names): an adapter passes on the few that change what its API
+    # does (``anthropic-beta`` to Anthropic, OpenRouter's attribution headers); no other header leaves.
+    client_headers: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     def __repr__(self) -> str:
         shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.repr)
@@ -100,7 +103,7 @@ def _request(spec: AttemptSpec) -> upstream.UpstreamRequest:
     else:
         built = get_adapter(spec.provider.kind).build_request(
             provider=spec.provider, model=spec.model, body=spec.body, inbound=spec.inbound, stream=spec.stream,
-            api_key=spec.api_key,
+            api_key=spec.api_key, client_headers=spec.client_headers,
         )
     payload = json.dumps(built.json, ensure_ascii=False, separators=(",", ":")).encode()
     timeout = min(spec.timeout_s, spec.provider.timeout_s)

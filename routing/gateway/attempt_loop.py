@@ -167,7 +167,7 @@ class AttemptLoop:
                            stream=self.call.features.stream and self.call.embeddings is None, api_key=api_key,
                            timeout_s=self._attempt_timeout(allowance), rules=self.rules,
                            client_wants_usage=self.wants_usage, embeddings=self.call.embeddings,
-                           responses=self.call.responses)
+                           responses=self.call.responses, client_headers=self.call.headers)
         try:
             result = await (start_stream_attempt(spec) if spec.stream else run_json_attempt(spec))
         except TranslationError as exc:
