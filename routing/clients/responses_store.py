@@ -1,11 +1,12 @@
 """Stored Responses API answers in the database, for ``previous_response_id``.
 
 Only Responses requests touch this table: a write per answer the client asked to store, handed to a worker
-thread and never awaited by the answer, and one indexed read (primary key, scope, expiry) for a request that
-continues a conversation. Writing after the answer means a client that follows up at once can ask for a response
-whose row is still on its way: a follow-up in the same process waits for that write itself; in another process,
-an id the gateway made moments ago (its creation time is in the id) is looked up again for a short while before
-it is called unknown.
+thread and never awaited by the answer, and one primary-key read (the key's scope and the expiry checked on the
+row) for a request that continues a conversation. Writing after the answer means a client that follows up at once
+can ask for a response whose row is still on its way: a follow-up in the same process waits for that write itself;
+in another process, an id the gateway made moments ago (its creation time is in the id) and of which no row exists
+yet is looked up again for a short while before it is called unknown. Another key's row, or an expired one, is
+answered at once: there is no write to wait for.
 """
 
 from __future__ import annotations
@@ -65,12 +66,16 @@ def _save(response_id: str, key_scope: str, model: str, instructions: str | None
     )
 
 
-def _load(response_id: str, key_scope: str) -> Conversation | None:
-    now = dt.datetime.now(tz=dt.UTC)
-    row = StoredResponse.objects.filter(response_id=response_id, key_scope=key_scope, expires_at__gt=now).first()
+def _load(response_id: str, key_scope: str) -> tuple[Conversation | None, bool]:
+    """The conversation if this scope may continue it, and whether a row of that id exists at all (another key's
+    or an expired one: then there is no write to wait for). One primary-key read."""
+    row = StoredResponse.objects.filter(response_id=response_id).first()
     if row is None:
-        return None
-    return Conversation(row.response_id, row.model, row.instructions, list(row.input_items), list(row.output_items))
+        return None, False
+    if row.key_scope != key_scope or row.expires_at <= dt.datetime.now(tz=dt.UTC):
+        return None, True
+    return Conversation(row.response_id, row.model, row.instructions, list(row.input_items),
+                        list(row.output_items)), True
 
 
 def _purge(batch_size: int) -> int:
@@ -110,14 +115,15 @@ async def load(response_id: str, *, key_scope: str) -> Conversation | None:
             await asyncio.wait_for(asyncio.shield(pending), timeout=WAIT_S)
     read = in_db_thread(_load)
     try:
-        found = await read(response_id, key_scope)
+        found, exists = await read(response_id, key_scope)
         created = response_created_unix(response_id)
         give_up = time.monotonic() + WAIT_S
-        while found is None and created is not None and 0 <= time.time() - created < FRESH_S:
+        # Nothing under this id yet, and the gateway made it moments ago: its row may still be on its way.
+        while not exists and created is not None and 0 <= time.time() - created < FRESH_S:
             if time.monotonic() >= give_up:
                 break
             await asyncio.sleep(POLL_S)
-            found = await read(response_id, key_scope)
+            found, exists = await read(response_id, key_scope)
     except DatabaseError as exc:
         raise StoreUnavailable(type(exc).__name__) from None
     return found

@@ -79,6 +79,20 @@ def test_an_old_unknown_id_is_answered_without_waiting() -> None:
     assert time.monotonic() - started < responses_store.WAIT_S
 
 
+def test_another_keys_fresh_response_is_refused_without_waiting() -> None:
+    response_id = new_response_id(time.time())
+
+    async def scenario() -> tuple[Any, float]:
+        save(response_id, key_scope="1")
+        await asyncio.gather(*(asyncio.all_tasks() - {asyncio.current_task()}))
+        started = time.monotonic()
+        return await responses_store.load(response_id, key_scope="2"), time.monotonic() - started
+
+    theirs, waited = asyncio.run(scenario())
+    assert theirs is None
+    assert waited < responses_store.WAIT_S
+
+
 def test_expired_rows_are_neither_read_nor_kept() -> None:
     response_id = new_response_id(time.time() - 3600)
     now = dt.datetime.now(tz=dt.UTC)

@@ -27,7 +27,7 @@ from psycopg.rows import dict_row
 from schemathesis.generation import GenerationMode
 
 from routing.simulator.server import SimulatorServer
-from tests.e2e.conftest import SIM_KEY, fresh_database, gateway_config
+from tests.e2e.conftest import SIM_KEY, fresh_database, gateway_config, manage
 from tests.gateway_process import Gateway, run_gateway
 
 pytestmark = pytest.mark.services
@@ -201,6 +201,38 @@ def test_bad_input_is_a_400_in_openai_s_envelope(oai: openai.OpenAI) -> None:
         oai.responses.create(model="oa/oa-embed", input="hi")
     assert embeddings_only.value.param == "model"  # type: ignore[attr-defined]
     assert "does not serve the responses endpoint" in str(embeddings_only.value)
+
+
+@pytest.fixture(scope="module")
+def keyed_workers(simulator: SimulatorServer) -> Iterator[tuple[Gateway, str, str]]:
+    """Two worker processes (granian) and two keys: a follow-up may reach the other worker than its response."""
+    with tempfile.TemporaryDirectory() as tmp, fresh_database("responses_keys") as url:
+        path = Path(tmp) / "config.yaml"
+        path.write_text(yaml.safe_dump(gateway_config(simulator.base_url)))
+        manage(url, "loadconfig", str(path), env={"E2E_SIM_KEY": SIM_KEY})
+        alice = manage(url, "createkey", "alice").strip()
+        bob = manage(url, "createkey", "bob").strip()
+        env = {"DATABASE_URL": url, "E2E_SIM_KEY": SIM_KEY, "GOMODEL_MASTER_KEY": "", "CELERY_BROKER_URL": ""}
+        with run_gateway(Path(tmp), env, server="granian") as gateway:
+            yield gateway, alice, bob
+
+
+def test_follow_ups_reach_any_worker_and_only_their_own_key(keyed_workers: tuple[Gateway, str, str]) -> None:
+    gateway, alice, bob = keyed_workers
+    url = f"{gateway.base_url}/v1"
+    # Two clients of one key, so the first request and its follow-up travel on different connections (and often
+    # to different workers); each follow-up is sent the moment its response arrived.
+    with openai.OpenAI(base_url=url, api_key=alice, max_retries=0) as mine, \
+            openai.OpenAI(base_url=url, api_key=alice, max_retries=0) as mine_again, \
+            openai.OpenAI(base_url=url, api_key=bob, max_retries=0) as theirs:
+        for turn in range(8):
+            first = mine.responses.create(model="oa/oa-model", input=f"Remember the number {turn}.")
+            follow = mine_again.responses.create(model="an/an-model", input="Which number?",
+                                                 previous_response_id=first.id)
+            assert follow.previous_response_id == first.id
+        with pytest.raises(openai.BadRequestError) as refused:
+            theirs.responses.create(model="oa/oa-model", input="Which number?", previous_response_id=first.id)
+    assert refused.value.param == "previous_response_id"  # type: ignore[attr-defined]
 
 
 def fuzz_spec() -> dict[str, Any]:
