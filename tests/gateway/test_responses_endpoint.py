@@ -203,6 +203,22 @@ def test_an_image_to_a_text_only_model_is_a_400_before_anything_is_sent(
     assert sim.received() == []
 
 
+def test_an_idempotent_repeat_gets_the_same_response_without_a_second_generation(
+        sim: SimulatorServer, table: RoutingTable) -> None:
+    headers = {"Idempotency-Key": uuid.uuid4().hex}
+    body = {"model": "claude", "input": "only once"}
+
+    async def scenario() -> tuple[Reply, Reply, Reply]:
+        return (await ask(table, body, headers=headers), await ask(table, body, headers=headers),
+                await ask(table, {**body, "input": "something else"}, headers=headers))
+
+    first, repeat, other = run(scenario())
+    assert repeat.json() == first.json()
+    assert repeat.headers["X-GoModel-Idempotent-Replay"] == "true"
+    assert (other.status, other.error["code"]) == (422, "idempotency_key_reused")
+    assert len(sim.received("claude-sim")) == 1
+
+
 # -- previous_response_id --------------------------------------------------------------------------------------
 
 
