@@ -105,6 +105,7 @@ class ResponsesEventEncoder:
         self._done: list[dict[str, Any]] = []  # output items, finished, in output order
 
     def start(self) -> list[bytes]:
+        """``response.created`` and ``response.in_progress``, before the first event (once)."""
         if self._started:
             return []
         self._started = True
@@ -127,6 +128,8 @@ class ResponsesEventEncoder:
                 frames += self.text(text)
             refusal = delta.get("refusal")
             if isinstance(refusal, str) and refusal:
+                # Streamed as the message's text: the client reads it where it reads the answer (a JSON answer
+                # carries it as a refusal part).
                 frames += self.text(refusal)
             for call in list_or_empty(delta.get("tool_calls")):
                 if isinstance(call, dict):
