@@ -388,6 +388,26 @@ def test_a_chat_stream_becomes_responses_events_the_sdk_accumulates(kind: str) -
             (c.id, c.name) for c in answer.tool_calls]
 
 
+def test_a_long_run_of_text_deltas_is_translated_whole() -> None:
+    """An OpenAI-format translator may hand over a run of like deltas as one piece: every delta is read."""
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+        return json.dumps({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "up",
+                           "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+
+    words = [f"w{i} " for i in range(60)]
+    usage = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "up", "choices": [],
+             "usage": {"prompt_tokens": 3, "completion_tokens": 60, "total_tokens": 63}}
+    stream = "".join(f"data: {event}\n\n" for event in [
+        chunk({"role": "assistant", "content": ""}), *(chunk({"content": w}) for w in words), chunk({}, "stop"),
+        json.dumps(usage), "[DONE]"]).encode()
+    call = call_for({"model": "pub", "input": "hi", "stream": True})
+    translator = responses_stream_translator(kind="vllm", public_model="pub", call=call)
+    events = events_of(b"".join(feed_split(translator, stream, [400, 401, 2000])))
+    assert "".join(e["delta"] for e in events if e["type"] == "response.output_text.delta") == "".join(words)
+    assert events[-1]["type"] == "response.completed"
+    assert events[-1]["response"]["usage"]["output_tokens"] == 60
+
+
 def test_a_truncated_stream_ends_with_response_incomplete() -> None:
     call = call_for({"model": "pub", "input": "hi", "stream": True, "max_output_tokens": 10})
     translator = responses_stream_translator(kind="azure_openai", public_model="pub", call=call)
