@@ -276,7 +276,8 @@ async def explain(request: HttpRequest) -> HttpResponseBase:
     """POST /v1/routing/explain: the verdict and the candidate ranking for a body, without calling upstream.
 
     The body is a chat body (OpenAI's, or Anthropic's with ``?shape=anthropic``) or, with ``?endpoint=embeddings``
-    or when it has no ``messages`` and its model serves embeddings, an embeddings body.
+    or when it has no ``messages`` and its model serves embeddings, an embeddings body; with
+    ``?endpoint=responses``, a Responses body.
     """
     inbound: Inbound = "anthropic" if request.GET.get("shape") == "anthropic" else _inbound_of(request)
     if request.method != "POST":
@@ -284,7 +285,11 @@ async def explain(request: HttpRequest) -> HttpResponseBase:
                                                     code="method_not_allowed"))
     request_id = uuid.uuid4().hex
     try:
-        data = await explain_call(_prepare_explained(request, inbound, request_id))
+        if request.GET.get("endpoint") == "responses":  # a Responses body, explained as its chat equivalent
+            call = await _prepare_responses(request, request_id)
+        else:
+            call = _prepare_explained(request, inbound, request_id)
+        data = await explain_call(call)
     except GatewayError as exc:
         return error_response(inbound, exc, request_id)
     return HttpResponse(_renderer.render(data), content_type="application/json")
@@ -294,7 +299,8 @@ def _prepare_explained(request: HttpRequest, inbound: Inbound, request_id: str) 
     """The Call an explanation is about: chat or embeddings, as ``explain`` says; the body is read once."""
     endpoint = request.GET.get("endpoint")
     if endpoint not in (None, "chat", "embeddings"):
-        raise GatewayError(400, f"endpoint: expected chat or embeddings, got {endpoint[:40]!r}.", param="endpoint",
+        raise GatewayError(400, f"endpoint: expected chat, embeddings or responses, got {endpoint[:40]!r}.",
+                           param="endpoint",
                            code="invalid_request", error_class="permanent")
     table = current_table()
     caller_of(request, table)  # an unknown caller learns nothing about its body

@@ -37,7 +37,7 @@ async def explain_call(call: Call) -> dict[str, Any]:
     kind = admit(call, "embeddings" if embeddings is not None else "chat")
     policy = choose_policy(call)
     out: dict[str, Any] = {"model": requested, "kind": kind, "config_version": table.version,
-                           "endpoint": "embeddings" if embeddings is not None else "chat"}
+                           "endpoint": call.endpoint}
     target, route_contract = requested, None
     session = call.session
     if embeddings is None:  # embeddings keep no session (the engine's _plan says why)

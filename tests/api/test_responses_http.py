@@ -125,3 +125,17 @@ def test_the_purge_deletes_only_expired_responses() -> None:
 def test_models_keep_listing_chat_for_the_models_that_serve_responses(client: Client) -> None:
     listed = client.get("/v1/models", HTTP_AUTHORIZATION=f"Bearer {ALICE}").json()["data"]
     assert {entry["id"]: entry["endpoints"] for entry in listed} == {"chat": ["chat"], "embed": ["embeddings"]}
+
+
+def test_explain_reads_a_responses_body_as_its_chat_equivalent(client: Client) -> None:
+    body = {"model": "chat", "input": [{"role": "user", "content": [
+        {"type": "input_text", "text": "what is this?"}, {"type": "input_image", "image_url": "https://x/y.png"}]}],
+        "tools": [{"type": "function", "name": "lookup", "parameters": {"type": "object"}}]}
+    explained = client.post("/v1/routing/explain?endpoint=responses", json.dumps(body),
+                            content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {ALICE}")
+    assert explained.status_code == 200
+    data = explained.json()
+    assert (data["endpoint"], data["model"], data["kind"]) == ("responses", "chat", "model")
+    refused = client.post("/v1/routing/explain?endpoint=responses", json.dumps({**body, "background": True}),
+                          content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {ALICE}")
+    assert (refused.status_code, refused.json()["error"]["param"]) == (400, "background")
