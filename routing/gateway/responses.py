@@ -143,7 +143,7 @@ async def stream_response(
     is booked and the audit event goes out."""
     journey.answered_by = model
     journey.ttfb_s = live.ttfb_s
-    metrics.TTFT.labels(call.inbound).observe(live.ttfb_s)
+    metrics.TTFT.labels(call.audit_endpoint).observe(live.ttfb_s)  # as the request metrics label it
     headers = journey.headers(call.request_id)
 
     kept: list[bytes] = []  # the stream as sent, for a repeat of an idempotent request (capped)

@@ -114,6 +114,8 @@ def test_a_stream_is_the_responses_event_sequence(sim: SimulatorServer, table: R
     assert sim.received(upstream)[0]["stream"] is True
     assert (audit_events[0]["endpoint"], audit_events[0]["stream"]) == ("responses", True)
     assert audit_events[0]["output_text"] == text
+    assert support.counted("gomodel_requests_total", endpoint="responses", model=model, status="200") >= 1
+    assert support.counted("gomodel_time_to_first_token_seconds_count", endpoint="responses") >= 1
 
 
 @pytest.mark.parametrize(("model", "upstream", "fault"), [
