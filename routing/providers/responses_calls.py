@@ -9,6 +9,7 @@ deployment URLs and API versions are what the adapter knows; its preview v1 Resp
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,8 +50,12 @@ class ResponsesCall:
 
 
 def build_responses_request(*, provider: ProviderSpec, model: ModelSpec, call: ResponsesCall, stream: bool,
-                            api_key: str) -> UpstreamRequest:
-    """The upstream request; CapabilityError / RequestShapeError before anything is sent."""
+                            api_key: str, client_headers: Mapping[str, str] | None = None) -> UpstreamRequest:
+    """The upstream request; CapabilityError / RequestShapeError before anything is sent.
+
+    ``client_headers`` reach a translated request as they reach a chat one (the adapter passes on the few its
+    host reads); OpenAI's own API is sent none, as its chat adapter sends none.
+    """
     if provider.kind in NATIVE_KINDS:
         check_capabilities(model, required_capabilities("openai", call.chat))
         payload = native_payload(call.request.body, upstream_model=model.upstream, conversation=call.conversation,
@@ -58,7 +63,8 @@ def build_responses_request(*, provider: ProviderSpec, model: ModelSpec, call: R
         headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"}
         return UpstreamRequest("POST", join_url(provider.base_url, "/responses"), headers, payload)
     return get_adapter(provider.kind).build_request(provider=provider, model=model, body=call.chat,
-                                                    inbound="openai", stream=stream, api_key=api_key)
+                                                    inbound="openai", stream=stream, api_key=api_key,
+                                                    client_headers=client_headers)
 
 
 def parse_responses_answer(*, kind: str, status: int, data: bytes, public_model: str,

@@ -14,6 +14,7 @@ import openai
 import pytest
 
 from routing.core.features import extract_features
+from routing.core.table import ProviderSpec
 from routing.providers import CapabilityError, RequestShapeError, TranslationError, get_adapter
 from routing.providers.responses_calls import (
     ResponsesCall,
@@ -235,6 +236,19 @@ def test_every_other_kind_gets_its_own_chat_request(kind: str) -> None:
                                                inbound="openai", stream=False, api_key="k")
     assert (built.url, built.json) == (expected.url, expected.json)
     assert "responses" not in built.url
+
+
+def test_the_client_headers_a_host_reads_reach_a_translated_request_only() -> None:
+    call = call_for({"model": "pub", "input": "hello"})
+    headers = {"X-Title": "my app", "Authorization": "Bearer gateway-key", "anthropic-beta": "x"}
+    openrouter = ProviderSpec(name="or", kind="openrouter", base_url="")
+    built = build_responses_request(provider=openrouter, model=model("openai"), call=call, stream=False,
+                                    api_key="k", client_headers=headers)
+    assert built.headers["X-Title"] == "my app"
+    assert built.headers["Authorization"] == "Bearer k"
+    native = build_responses_request(provider=PROVIDERS["openai"], model=model("openai"), call=call, stream=False,
+                                     api_key="k", client_headers=headers)
+    assert set(native.headers) == {"Authorization", "Content-Type"}
 
 
 def test_an_image_to_a_text_only_openai_model_is_refused_before_sending() -> None:
