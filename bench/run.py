@@ -43,11 +43,11 @@ from harness.configs import (
     simulator_config,
 )
 from harness.embeddings import run_embeddings
-from harness.responses import run_responses
 from harness.loadruns import Endpoints, LoadRow, run_matrix, warm_up
 from harness.machine import machine_info, raise_file_limit
 from harness.meter import Meter
 from harness.micro import run_micro_benchmarks
+from harness.responses import run_responses
 from harness.soak import run_soak
 from harness.streams import hold_streams
 from harness.summary import build_summary, summary_from_file
