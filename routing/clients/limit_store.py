@@ -8,9 +8,9 @@ Two implementations share one protocol:
   one round trip and one write, each one Lua script (atomic in Redis, ``routing.clients.limit_scripts``):
   ``admit`` checks every limit of the key and its team and counts the request in all of them or none, and
   waits for the answer; ``settle`` releases the concurrency slot and adds the answer's tokens and spend. A
-  settlement is not waited for: it goes out with the event loop's next write to Redis (the caller yields once
-  before answering its client, so Redis has it first; from this process, every command sent later comes after
-  it), and its answer, or its failure, is handled when it comes.
+  settlement is not waited for: it is written at once, or with the write of the commands already queued in this
+  turn of the event loop (the caller then yields once before answering its client), so Redis has it before the
+  client has its answer; its answer, or its failure, is handled when it comes.
   Windows run on Redis's clock (``TIME``), so replicas with skewed clocks still share one window.
 
 When Redis cannot be reached (refused, no answer within ``socket_timeout``, an error reply), the request is
@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from routing.clients.limit_scripts import COUNTS, COUNTS_PER_SCOPE, LIMITS, admit_reply, counts_at
-from routing.clients.redis_client import RedisReplyError, RedisUnavailable, RespClient, ScriptCall
+from routing.clients.redis_client import RedisReplyError, RedisUnavailable, RespClient, ScriptCall, Sent
 from routing.core.limit_ledger import DEFAULT_SLOT_LEASE_S, LimitLedger, Verdict, verdict_of
 from routing.core.limits import WINDOW_S, LimitScope, Refusal, ScopeCounts, period_bounds, period_id
 
@@ -72,9 +72,10 @@ class LimitStore(Protocol):
     def settle(self, admission: Admission, *, tokens: int, spend_nanos: int) -> bool:
         """Release the slot and count the tokens and spend; never waits (a cancelled request's task can call it).
 
-        True when the settlement goes to Redis with this turn of the event loop's write: a caller about to answer
-        its client yields once first (``await asyncio.sleep(0)``), so that Redis has the settlement before the
-        client has the answer. Its answer from Redis, or its failure, is handled when it comes.
+        True when the settlement goes to Redis with this turn of the event loop's write (other commands were
+        queued): a caller about to answer its client yields once first (``await asyncio.sleep(0)``), so that Redis
+        has the settlement before the client has the answer (when nothing was queued it was written at once).
+        Its answer from Redis, or its failure, is handled when it comes.
         """
         ...
 
@@ -244,17 +245,17 @@ class RedisLimitStore:
         return self._settle_in_redis(admission, tokens, spend_nanos)
 
     def _settle_in_redis(self, admission: Admission, tokens: int, spend_nanos: int) -> bool:
-        """Send the settlement with this turn's write to Redis, or as soon as a connection is open (False); its
-        answer is handled when it comes (``_settled``)."""
+        """Write the settlement to Redis now, or queue it for this turn's write (True), or send it as soon as a
+        connection is open; its answer is handled when it comes (``_settled``)."""
         fixed = self._fixed(admission.scopes, self._clock())
         if not fixed.settles(tokens, spend_nanos):
             return False
         call = fixed.settle
         args = (admission.request_id, tokens, spend_nanos)
-        if self._client.send_call(call, args, functools.partial(self._settled, admission, tokens, spend_nanos)):
-            return True
-        self._in_background(self._settle_when_connected(call, admission, tokens, spend_nanos))
-        return False
+        sent = self._client.send_call(call, args, functools.partial(self._settled, admission, tokens, spend_nanos))
+        if sent is Sent.NOT_SENT:
+            self._in_background(self._settle_when_connected(call, admission, tokens, spend_nanos))
+        return sent is Sent.QUEUED
 
     def _settled(self, admission: Admission, tokens: int, spend_nanos: int, reply: object) -> None:
         if isinstance(reply, RedisUnavailable) and reply.dropped:

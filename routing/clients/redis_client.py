@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import hashlib
 import ssl
 from collections import deque
@@ -141,6 +142,7 @@ class _Connection(asyncio.Protocol):
         self._watchdog: asyncio.TimerHandle | None = None
         self._buffer = bytearray()
         self._outgoing: list[bytes] = []  # commands queued in this turn of the event loop (see send)
+        self._flush_due = False  # a write of the commands queued is scheduled for the end of this turn
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # A stream protocol is handed a stream transport; typeshed types the parameter for every kind of
@@ -184,23 +186,32 @@ class _Connection(asyncio.Protocol):
         self._queue(command, waiter, loop)
         return waiter
 
-    def send_unawaited(self, command: bytes, deliver: Callable[[Any], None]) -> None:
-        """Queue ``command`` as ``send`` does, and hand its answer, an error reply or the connection's failure to
-        ``deliver`` from the event loop: nothing waits for it."""
-        self._queue(command, _Callback(deliver), asyncio.get_running_loop())
+    def send_unawaited(self, command: bytes, deliver: Callable[[Any], None]) -> bool:
+        """Send ``command`` and hand its answer, an error reply or the connection's failure to ``deliver`` from
+        the event loop: nothing waits for it. True when it joined the commands queued in this turn (it goes out
+        with their write, which a task that yields once sees done); False when it was written at once, since
+        nothing was queued (the commands of the rest of this turn are then queued behind it)."""
+        return self._queue(command, _Callback(deliver), asyncio.get_running_loop(), at_once=True)
 
-    def _queue(self, command: bytes, waiter: _Waiter, loop: asyncio.AbstractEventLoop) -> None:
+    def _queue(self, command: bytes, waiter: _Waiter, loop: asyncio.AbstractEventLoop, *,
+               at_once: bool = False) -> bool:
+        """Queue ``command`` (or write it, ``at_once`` when nothing is queued); True when it waits in the queue."""
         if self.transport is None:
             raise RuntimeError("a command sent before the connection is made")
         if self.closed:  # lost while a caller was about to use it: nothing will answer here
             waiter.set_exception(RedisUnavailable("the connection to Redis was closed", dropped=True))
-            return
+            return False
         self._expect(waiter, loop)
-        if self._outgoing:
+        if self._flush_due:
             self._outgoing.append(command)
-        else:
-            self._outgoing = [command]
-            loop.call_soon(self._flush)  # after every callback already due: a task that yields once sees it sent
+            return True
+        self._flush_due = True
+        loop.call_soon(self._flush)  # after every callback already due: a task that yields once sees it sent
+        if at_once:
+            self.transport.write(command)
+            return False
+        self._outgoing.append(command)
+        return True
 
     def _expect(self, waiter: _Waiter, loop: asyncio.AbstractEventLoop) -> None:
         """Queue ``waiter`` for the next answer not yet claimed; the watchdog fails the connection when the oldest
@@ -228,6 +239,7 @@ class _Connection(asyncio.Protocol):
             self._watchdog = None
 
     def _flush(self) -> None:
+        self._flush_due = False
         outgoing, self._outgoing = self._outgoing, []
         if not self.closed and self.transport is not None and outgoing:
             self.transport.write(b"".join(outgoing))
@@ -247,6 +259,14 @@ class _Connection(asyncio.Protocol):
             self.sent_at.popleft()
             if not waiter.done():
                 waiter.set_exception(exc)
+
+
+class Sent(enum.Enum):
+    """How a command sent without waiting for its answer went (``RespClient.send_unawaited``)."""
+
+    NOT_SENT = "not sent"  # no open connection
+    WRITTEN = "written"  # written to the socket at once: nothing else was queued in this turn
+    QUEUED = "queued"  # goes out with this turn's write: a task that yields once (``asyncio.sleep(0)``) sees it sent
 
 
 class Script:
@@ -331,29 +351,26 @@ class RespClient:
                 raise
             return await self.call(call.command(args, load=True))
 
-    def send_unawaited(self, command: bytes, deliver: Callable[[Any], None]) -> bool:
-        """Send an encoded command without waiting for its answer; False (nothing sent) without an open
-        connection, since opening one means waiting.
+    def send_unawaited(self, command: bytes, deliver: Callable[[Any], None]) -> Sent:
+        """Send an encoded command without waiting for its answer (``Sent`` says how it went; nothing is sent
+        without an open connection, since opening one means waiting).
 
-        The command goes out with this turn's write (a task that yields once, ``await asyncio.sleep(0)``,
-        resumes after it). ``deliver`` is called once, from the event loop, with the reply, a
-        ``RedisReplyError`` or the ``RedisUnavailable`` that failed the connection (a timeout, or ``dropped``:
-        the command may not have run).
+        ``deliver`` is called once, from the event loop, with the reply, a ``RedisReplyError`` or the
+        ``RedisUnavailable`` that failed the connection (a timeout, or ``dropped``: the command may not have run).
         """
         connection = self._connection
         if connection is None or connection.closed:
-            return False
-        connection.send_unawaited(command, deliver)
-        return True
+            return Sent.NOT_SENT
+        return Sent.QUEUED if connection.send_unawaited(command, deliver) else Sent.WRITTEN
 
     def send_call(self, call: ScriptCall, args: tuple[str | bytes | int, ...],
-                  deliver: Callable[[Any], None]) -> bool:
+                  deliver: Callable[[Any], None]) -> Sent:
         """``send_unawaited`` for a prepared script call: a script Redis lacks (``NOSCRIPT``) is sent again whole,
         and that call's answer delivered."""
 
         def answered(reply: Any) -> None:
             if isinstance(reply, RedisReplyError) and str(reply).startswith("NOSCRIPT"):
-                if not self.send_unawaited(call.command(args, load=True), deliver):
+                if self.send_unawaited(call.command(args, load=True), deliver) is Sent.NOT_SENT:
                     deliver(RedisUnavailable("the connection closed before the script could be loaded", dropped=True))
                 return
             deliver(reply)

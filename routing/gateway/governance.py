@@ -5,9 +5,10 @@ limit store (one Redis round trip when Redis is configured) checks every limit a
 request or raises the 429. ``settle_limits`` runs exactly once when the answer has ended, whatever the path
 (a JSON answer, an error, a stream read to the end or cut, a client that hung up): it releases the
 concurrency slot and counts the tokens and spend every attempt of the request was billed for. It does not
-wait for Redis: the settlement goes out with the event loop's next write to Redis, and ``settle_limits``
-yields once so that it has gone before the answer is sent; its answer is handled when it comes. A request
-whose task is being cancelled settles the same way, without the yield (``settle_limits_soon``).
+wait for Redis: the settlement is written at once, or joins the write of the commands other requests queued in
+this turn of the event loop, and then ``settle_limits`` yields once so that it has gone before the answer is
+sent; its answer is handled when it comes. A request whose task is being cancelled settles the same way,
+without the yield (``settle_limits_soon``).
 A key without limits costs nothing here: its ``limit_scopes`` is empty.
 """
 
@@ -72,7 +73,8 @@ def _take(journey: Journey) -> tuple[int, int] | None:
 
 async def settle_limits(call: Call, journey: Journey) -> None:
     """Release the request's slot and count what it used; a second call does nothing. Redis is not waited for:
-    one yield lets the settlement go out with this turn's write, before the caller sends its answer."""
+    a settlement queued behind other commands goes out with this turn's write, which one yield lets happen
+    before the caller sends its answer."""
     if _settle(journey):
         await asyncio.sleep(0)
 
@@ -84,7 +86,7 @@ def settle_limits_soon(call: Call, journey: Journey) -> None:
 
 
 def _settle(journey: Journey) -> bool:
-    """Settle once; True when the settlement waits for this turn's write to Redis."""
+    """Settle once; True when the settlement waits in the queue for this turn's write to Redis."""
     billed = _take(journey)
     admission = journey.limits
     if billed is None or admission is None:

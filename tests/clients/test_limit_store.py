@@ -286,31 +286,34 @@ def test_a_settle_that_cannot_reach_redis_is_counted_here_instead(private_redis_
 
 
 def test_a_settlement_is_applied_in_redis_without_being_waited_for(prefix: str) -> None:
-    """``settle`` returns at once; after one yield (as the engine does before answering) it has gone to Redis,
-    so another connection's next command already sees it."""
-    async def run() -> tuple[bool, int, int]:
+    """``settle`` returns at once, its answer not waited for: written at once, or queued behind commands of the
+    same turn (then one yield, as the engine does before answering, sends it). Either way another connection's
+    next command already sees it."""
+    async def run() -> tuple[list[bool], int, bool, int, int]:
         one, two = RedisLimitStore(REDIS_URL, prefix=prefix), RedisLimitStore(REDIS_URL, prefix=prefix)
         try:
-            scopes = (scope(tpm=10_000, max_concurrency=1),)
-            admission = await one.admit(scopes, "a")
-            assert one.settle(admission, tokens=700, spend_nanos=0) is True  # goes out with this turn's write
+            scopes = (scope(tpm=10_000, max_concurrency=2),)
+            first, second = await asyncio.gather(one.admit(scopes, "a"), one.admit(scopes, "b"))
+            queued = [one.settle(first, tokens=700, spend_nanos=0),  # nothing queued: written at once
+                      one.settle(second, tokens=50, spend_nanos=0)]  # queued behind it, for this turn's write
             assert one._client._connection is not None
-            assert len(one._client._connection.pending) == 1  # its answer is not waited for
+            waiting = len(one._client._connection.pending)
             await asyncio.sleep(0)
-            after = await two.admit(scopes, "b")  # another connection, as another gateway process would be
+            after = await two.admit(scopes, "c")  # another connection, as another gateway process would be
             counts = await two.counts(scopes[0])
-            return after.verdict.admitted, counts.tokens, counts.slots
+            return queued, waiting, after.verdict.admitted, counts.tokens, counts.slots
         finally:
             await one.aclose()
             await two.aclose()
 
-    assert asyncio.run(run()) == (True, 700, 1)  # the slot returned, the tokens counted; "b" holds the slot
+    # Both slots returned and both answers' tokens counted; "c" holds a slot.
+    assert asyncio.run(run()) == ([False, True], 2, True, 750, 1)
 
 
 def test_an_answer_that_changes_nothing_in_redis_sends_nothing(prefix: str) -> None:
     """No slot to return and no tokens or spend to count (only rpm, or tokens and a budget but an answer that used
     none): no settlement is sent; one that has something to count is."""
-    async def run() -> list[tuple[bool, int]]:
+    async def run() -> list[int]:
         store = RedisLimitStore(REDIS_URL, prefix=prefix)
         try:
             sent = []
@@ -318,15 +321,15 @@ def test_an_answer_that_changes_nothing_in_redis_sends_nothing(prefix: str) -> N
                                                 ("u", {"tpm": 100, "budget_usd": 1.0}, 0, 9),
                                                 ("c", {"max_concurrency": 2}, 0, 0)):
                 admission = await store.admit((scope(name=name, **limits),), f"{name}-1")
-                queued = store.settle(admission, tokens=tokens, spend_nanos=nanos)
+                store.settle(admission, tokens=tokens, spend_nanos=nanos)
                 assert store._client._connection is not None
-                sent.append((queued, len(store._client._connection.pending)))
+                sent.append(len(store._client._connection.pending))
                 await store._client.drain()
             return sent
         finally:
             await store.aclose()
 
-    assert asyncio.run(run()) == [(False, 0), (False, 0), (True, 1), (True, 1)]
+    assert asyncio.run(run()) == [0, 0, 1, 1]
 
 
 def test_a_settlement_redis_has_no_script_for_is_sent_whole_and_applied(private_redis_port: int) -> None:

@@ -27,6 +27,7 @@ from routing.clients.redis_client import (
     RespClient,
     Script,
     ScriptCall,
+    Sent,
     _Connection,
     encode_command,
     parse_reply,
@@ -407,14 +408,14 @@ def test_a_call_sent_without_waiting_hands_its_answer_to_the_callback_and_drain_
     async def scenario() -> None:
         client = RespClient(REDIS_DB15, timeout=1.0)
         try:
-            assert client.send_call(ScriptCall(script, [key], [], per_call=1), ("x",), answers.append) is False
+            assert client.send_call(ScriptCall(script, [key], [], per_call=1), ("x",), answers.append) is Sent.NOT_SENT
             await client.execute("PING")  # now connected
             call = ScriptCall(script, [key], [], per_call=1)
-            assert client.send_call(call, ("one",), answers.append) is True  # NOSCRIPT first: sent whole
-            assert client.send_call(call, ("two",), answers.append) is True
+            assert client.send_call(call, ("one",), answers.append) is Sent.WRITTEN  # nothing queued: at once
+            assert client.send_call(call, ("two",), answers.append) is Sent.QUEUED  # behind it, in this turn
             assert answers == []  # nothing waited: the answers come from the event loop
             await client.drain()
-            assert [str(a).split(":", 1)[1] for a in answers] == ["one", "two"]
+            assert [str(a).split(":", 1)[1] for a in answers] == ["one", "two"]  # NOSCRIPT first: sent whole
         finally:
             await client.aclose()
 
@@ -441,7 +442,8 @@ def test_a_call_sent_without_waiting_gets_the_timeout_when_redis_is_silent() -> 
             try:
                 assert await client.execute("PING") == "PONG"
                 started = asyncio.get_running_loop().time()
-                assert client.send_call(ScriptCall(Script("return 1"), [], [], per_call=0), (), answers.append)
+                sent = client.send_call(ScriptCall(Script("return 1"), [], [], per_call=0), (), answers.append)
+                assert sent is Sent.WRITTEN
                 await client.drain()  # bounded by the timeout
                 waited = asyncio.get_running_loop().time() - started
                 assert 0.15 <= waited < 1.0
