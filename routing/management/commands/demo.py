@@ -117,6 +117,19 @@ class Command(BaseCommand):
         )
         if streamed.status_code != 200 or not streamed.text.rstrip().endswith("data: [DONE]"):
             raise CommandError(f"the demo stream failed with {streamed.status_code}: {streamed.text[-300:]}")
+        responses = httpx2.post(
+            f"http://127.0.0.1:{port}/v1/responses",
+            json={"model": "normal", "input": "Hello from the Responses API!", "store": False},
+            timeout=30,
+        )
+        if responses.status_code != 200 or responses.json().get("status") != "completed":
+            raise CommandError(f"the demo Responses request failed with {responses.status_code}: "
+                               f"{responses.text[:300]}")
+        for model in ("sim-cohere/command-a-03-2025", "sim-bedrock/amazon.nova-lite-v1:0"):
+            other = httpx2.post(f"http://127.0.0.1:{port}/v1/chat/completions", timeout=30,
+                                json={"model": model, "messages": [{"role": "user", "content": "Hello!"}]})
+            if other.status_code != 200:
+                raise CommandError(f"the demo request to {model} failed with {other.status_code}: {other.text[:300]}")
         stylesheets = self._check_stylesheets(port)
         self.stdout.write(
             f"demo check passed: {response.headers.get('x-gomodel-target')} answered, "
@@ -150,6 +163,8 @@ The gateway is running at {base} with simulated providers. No API key is needed 
 print(c.chat.completions.create(model='normal', messages=[{{'role': 'user', 'content': 'Hi'}}]).choices[0].message)"
 
   Streaming:  add "stream": true to the body (curl -N), or stream=True with the SDK.
+  Responses:  curl {base}/v1/responses -H 'content-type: application/json' -d '{{"model": "normal", "input": "Hi"}}'
+  Others:     the models sim-cohere/command-a-03-2025 (Cohere) and sim-bedrock/amazon.nova-lite-v1:0 (Bedrock)
   Explain:    curl {base}/v1/routing/explain -H 'content-type: application/json' -d '{{"model": "normal", \\
 "messages": [{{"role": "user", "content": "Think step by step: why does this fail?"}}]}}'
   Models:     curl {base}/v1/models
