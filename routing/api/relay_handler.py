@@ -1,4 +1,5 @@
-"""The ASGI handler for the two relay endpoints, ``POST /v1/chat/completions`` and ``POST /v1/messages``.
+"""The ASGI handler for the relay endpoints: ``POST /v1/chat/completions``, ``/v1/messages``, ``/v1/responses``
+and ``/v1/embeddings``.
 
 They are the gateway's hot path, so this handler does only what they need around the Django views in
 ``routing/api/views.py``: authenticate the caller from the headers (routing/api/gateway_auth.py) and answer
@@ -7,7 +8,7 @@ arrives past ``GOMODEL_MAX_BODY_BYTES`` or ``GOMODEL_BODY_TIMEOUT``), build the 
 in the request's own task, and send the response. A watcher waits for the client's disconnect and cancels
 that task, which cancels the upstream request.
 
-What it leaves out, measured to cost ~15% of a worker's CPU under load: URL resolution (two fixed paths),
+What it leaves out, measured to cost ~15% of a worker's CPU under load: URL resolution (fixed paths),
 the body spooled to a temporary file, a second task per request and ``asyncio.wait``, and the
 ``request_started``/``request_finished`` signals, whose only receivers close the database connections of
 the current thread, which this path never opens (database work runs in ``routing.clients.db_thread``). Every other
@@ -41,6 +42,8 @@ View = Callable[[HttpRequest], Awaitable[HttpResponseBase]]
 ROUTES: dict[str, tuple[View, Inbound]] = {
     "/v1/chat/completions": (views.chat_completions, "openai"),
     "/v1/messages": (views.messages, "anthropic"),
+    "/v1/responses": (views.responses, "openai"),
+    "/v1/embeddings": (views.embeddings, "openai"),
 }
 
 
