@@ -23,6 +23,7 @@ from routing.providers.shape import (
     as_list,
     as_number,
     as_str,
+    assistant_texts,
     is_set,
     refuse_unknown_keys,
     text_of,
@@ -203,21 +204,8 @@ def _document_block(part: dict[str, Any], path: str) -> dict[str, Any]:
 def _assistant_blocks(message: dict[str, Any], path: str) -> list[dict[str, Any]]:
     if message.get("audio") is not None:
         raise CapabilityError("audio", "Anthropic does not accept audio in the conversation", f"{path}.audio")
-    if message.get("function_call") is not None:
-        raise RequestShapeError("legacy function_call is not supported: use tool_calls", f"{path}.function_call")
-    blocks: list[dict[str, Any]] = []
-    content = message.get("content")
-    if isinstance(content, list):
-        for j, part in enumerate(content):
-            part = as_dict(part, f"{path}.content[{j}]")
-            text = part.get("text") if part.get("type") == "text" else part.get("refusal")
-            text = as_str(text, f"{path}.content[{j}]")
-            if text:
-                blocks.append({"type": "text", "text": text})
-    elif content is not None:
-        text = as_str(content, f"{path}.content")
-        if text:  # Anthropic refuses empty text blocks; an empty assistant text carries nothing
-            blocks.append({"type": "text", "text": text})
+    # Anthropic refuses empty text blocks; an empty assistant text carries nothing.
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": text} for text in assistant_texts(message, path) if text]
     for k, call in enumerate(as_list(message.get("tool_calls") or [], f"{path}.tool_calls")):
         call_path = f"{path}.tool_calls[{k}]"
         call = as_dict(call, call_path)

@@ -45,6 +45,7 @@ from routing.providers.shape import (
     as_list,
     as_number,
     as_str,
+    assistant_texts,
     is_set,
     refuse_unknown_keys,
     text_of,
@@ -222,18 +223,7 @@ def _document(file: dict[str, Any], path: str, names: set[str]) -> dict[str, Any
 
 
 def _assistant_blocks(message: dict[str, Any], path: str, used_tools: set[str]) -> list[dict[str, Any]]:
-    if message.get("function_call") is not None:
-        raise RequestShapeError("legacy function_call is not supported: use tool_calls", f"{path}.function_call")
-    content = message.get("content")
-    if isinstance(content, list):
-        texts = []
-        for j, part in enumerate(content):
-            part = as_dict(part, f"{path}.content[{j}]")
-            texts.append(as_str(part.get("text") if part.get("type") == "text" else part.get("refusal"),
-                                f"{path}.content[{j}]"))
-        text = "".join(texts)
-    else:
-        text = as_str(content, f"{path}.content") if content is not None else ""
+    text = "".join(assistant_texts(message, path))
     blocks: list[dict[str, Any]] = [{"text": text}] if text else []  # Converse refuses a blank text block
     for k, call in enumerate(as_list(message.get("tool_calls") or [], f"{path}.tool_calls")):
         call_path = f"{path}.tool_calls[{k}]"

@@ -25,6 +25,7 @@ from routing.providers.shape import (
     as_list,
     as_number,
     as_str,
+    assistant_texts,
     is_set,
     refuse_unknown_keys,
     text_of,
@@ -189,19 +190,7 @@ def _media_part(url: str, path: str, default_type: str) -> dict[str, Any]:
 
 
 def _model_parts(message: dict[str, Any], path: str, function_names: dict[str, str]) -> list[dict[str, Any]]:
-    if message.get("function_call") is not None:
-        raise RequestShapeError("legacy function_call is not supported: use tool_calls", f"{path}.function_call")
-    parts: list[dict[str, Any]] = []
-    content = message.get("content")
-    if isinstance(content, list):
-        for j, part in enumerate(content):
-            part = as_dict(part, f"{path}.content[{j}]")
-            text = as_str(part.get("text") if part.get("type") == "text" else part.get("refusal"),
-                          f"{path}.content[{j}]")
-            if text:
-                parts.append({"text": text})
-    elif content:
-        parts.append({"text": as_str(content, f"{path}.content")})
+    parts: list[dict[str, Any]] = [{"text": text} for text in assistant_texts(message, path) if text]
     first_call = True
     for k, call in enumerate(as_list(message.get("tool_calls") or [], f"{path}.tool_calls")):
         call_path = f"{path}.tool_calls[{k}]"

@@ -57,6 +57,25 @@ def text_of(value: Any, path: str) -> str:
     return "\n".join(texts)
 
 
+def assistant_texts(message: dict[str, Any], path: str) -> list[str]:
+    """An OpenAI assistant message's texts in order (its text parts and refusals; a string content is one text),
+    after refusing the legacy ``function_call`` no provider format here carries. Empty texts are kept: each
+    format decides whether it may send one."""
+    if message.get("function_call") is not None:
+        raise RequestShapeError("legacy function_call is not supported: use tool_calls", f"{path}.function_call")
+    content = message.get("content")
+    if content is None:
+        return []
+    if not isinstance(content, list):
+        return [as_str(content, f"{path}.content")]
+    texts = []
+    for j, part in enumerate(content):
+        part = as_dict(part, f"{path}.content[{j}]")
+        texts.append(as_str(part.get("text") if part.get("type") == "text" else part.get("refusal"),
+                            f"{path}.content[{j}]"))
+    return texts
+
+
 def refuse_unknown_keys(
     body: Mapping[str, Any], *, known: frozenset[str], target: str, ignorable: frozenset[str] = frozenset()
 ) -> None:
