@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, NamedTuple
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple, TypeVar
 
 _LINE_END = re.compile(rb"\r\n|\r|\n")
 
 DONE_FRAME = b"data: [DONE]\n\n"
+
+T = TypeVar("T")
 
 
 class SSEEvent(NamedTuple):
@@ -35,11 +38,12 @@ class SSEParser:
     parser to a line-by-line scan that handles every line ending the SSE specification allows.
     """
 
-    __slots__ = ("_buf", "_pos", "_event", "_data", "_has_line", "_line_by_line")
+    __slots__ = ("_buf", "_pos", "_taken", "_event", "_data", "_has_line", "_line_by_line")
 
     def __init__(self) -> None:
         self._buf = bytearray()
         self._pos = 0  # offset in _buf of the next line not yet read; _buf starts at the current block
+        self._taken = 0  # split on blank lines: bytes at the start of _buf already read, dropped on the next feed
         self._event: str | None = None
         self._data: list[str] | None = None
         self._has_line = False
@@ -47,47 +51,59 @@ class SSEParser:
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
         """The events completed by ``chunk`` (possibly none)."""
+        return list(self.events(chunk))
+
+    def events(self, chunk: bytes) -> Iterator[SSEEvent]:
+        """The events completed by ``chunk``, one at a time: between two of them the reader may take a run of
+        whole events that it reads in bulk (``take_run``). Read it to the end before the next call."""
+        buf = self._buf
+        if self._taken:
+            del buf[: self._taken]
+            self._taken = 0
         if not self._line_by_line and b"\r" in chunk:
             self._line_by_line = True  # the buffer holds only whole unread lines: the scan can take over
-        self._buf += chunk
-        return self._scan_lines() if self._line_by_line else self._split_blocks()
+        buf += chunk
+        return iter(self._scan_lines()) if self._line_by_line else self._split_blocks()
 
-    def _split_blocks(self) -> list[SSEEvent]:
+    def take_run(self, read_run: Callable[[bytearray, int], tuple[int, list[T]]]) -> list[T]:
+        """What ``read_run(buffer, start)`` read of the whole events from the next unread one on, those events
+        (up to the end it returns) taken out of the stream; nothing while lines are scanned one by one."""
+        if self._line_by_line:
+            return []
+        end, read = read_run(self._buf, self._taken)
+        if read:
+            self._taken = end
+        return read
+
+    def _split_blocks(self) -> Iterator[SSEEvent]:
         buf = self._buf
-        events: list[SSEEvent] = []
-        append = events.append
         find = buf.find
-        start = 0
         while True:
+            start = self._taken  # read again each time: the reader may have taken a run meanwhile
             end = find(b"\n\n", start)
             if end < 0:
-                break
+                return
             raw = bytes(buf[start : end + 2])
+            self._taken = end + 2
             # Nearly every event is one "data: " line (OpenAI), or an "event: " line and a "data: " line
             # (Anthropic): their values are the rest of each line. (Whole blocks only are read here, so no
             # field of an earlier block is pending.)
             last = end - start  # offset in raw of the block's final line end
             if raw[:6] == b"data: " and raw.find(b"\n", 6) == last:
-                append(SSEEvent(None, raw[6:-2].decode("utf-8", "replace"), raw))
-                start = end + 2
+                yield SSEEvent(None, raw[6:-2].decode("utf-8", "replace"), raw)
                 continue
             if raw[:7] == b"event: ":
                 line_end = raw.find(b"\n", 7)
                 if raw[line_end + 1 : line_end + 7] == b"data: " and raw.find(b"\n", line_end + 7) == last:
-                    append(SSEEvent(raw[7:line_end].decode("utf-8", "replace"),
-                                    raw[line_end + 7 : -2].decode("utf-8", "replace"), raw))
-                    start = end + 2
+                    yield SSEEvent(raw[7:line_end].decode("utf-8", "replace"),
+                                   raw[line_end + 7 : -2].decode("utf-8", "replace"), raw)
                     continue
             for line in raw[:-2].split(b"\n"):
                 if line:
                     self._has_line = True
                     self._read_field(line)
             if self._has_line:
-                append(self._dispatch(raw))
-            start = end + 2
-        if start:
-            del buf[:start]
-        return events
+                yield self._dispatch(raw)
 
     def _scan_lines(self) -> list[SSEEvent]:
         buf = self._buf
@@ -117,6 +133,9 @@ class SSEParser:
     def flush(self) -> list[SSEEvent]:
         """The last block if the stream ended without its blank line (lenient with sloppy servers)."""
         buf = self._buf
+        if self._taken:
+            del buf[: self._taken]
+            self._taken = 0
         for line in _LINE_END.split(bytes(buf[self._pos :])):
             if line:
                 self._has_line = True

@@ -79,6 +79,10 @@ class ChunkAccumulator:
         if text:
             self._text.append(text)
 
+    def add_texts(self, texts: list[str]) -> None:
+        """A run of plain content deltas of choice 0, read together (empty texts add nothing to the join)."""
+        self._text += texts
+
     def _add_call_delta(self, delta: dict[str, Any]) -> None:
         index = delta.get("index")
         if not isinstance(index, int):

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from typing import Protocol
 
 from routing.core.answer import Answer, Usage
@@ -122,12 +123,25 @@ class OpenAIPassThrough(StreamTranslator):
         self._client_wants_usage = client_wants_usage
         self._model_member = b'"model":' + json.dumps(public_model).encode()
         self._upstream_member = b""  # the upstream's own model member, once seen: spliced without a regex
-        self._public_shape: ContentShape | None = None  # the content shape whose head was rewritten...
-        self._public_head = b""  # ...into this: its head with the public model name
+        self._public_shape: ContentShape | None = None  # the content shape whose head and tail were rewritten...
+        self._public_head = b""  # ...into these: with the public model name (the head has it, or else the tail)
+        self._public_tail = b""
 
-    def _events(self, events: list[SSEEvent]) -> list[bytes]:
+    def feed(self, chunk: bytes) -> list[bytes]:
+        parser = self._parser
+        if type(parser) is not SSEParser:
+            return self._events(parser.feed(chunk))
+        # A run of content deltas like the last one goes through in bulk (stream_content_shape): tried where
+        # this read starts and after each event read on its own.
+        shape = self._openai.shape
+        frames = self._runs(parser, shape) if shape is not None else []
+        return self._events(parser.events(chunk), frames, parser)
+
+    def _events(self, events: Iterable[SSEEvent], frames: list[bytes] | None = None,
+                parser: SSEParser | None = None) -> list[bytes]:
         # The gateway's commonest stream runs this once per upstream read: names are bound locally.
-        frames: list[bytes] = []
+        if frames is None:
+            frames = []
         openai = self._openai
         decode = openai.decode
         add = self._accumulator.add
@@ -145,7 +159,7 @@ class OpenAIPassThrough(StreamTranslator):
                 if text is not None:  # a content delta like the last: only its text is new
                     add_text(text)
                     if self._public_shape is not shape:
-                        self._public_shape, self._public_head = shape, self._public(shape.head)
+                        self._rewrite(shape)
                     # The model member sits before the text (OpenAI's order) or, rarely, after it.
                     head = self._public_head
                     frames.append(head + raw[len(shape.head) :] if head is not shape.head else self._public(raw))
@@ -160,7 +174,27 @@ class OpenAIPassThrough(StreamTranslator):
             if drop_usage_only and chunk.get("usage") and not chunk.get("choices"):
                 continue
             frames.append(self._public(event.raw))
+            if parser is not None and openai.shape is not None:
+                frames += self._runs(parser, openai.shape)
         return frames
+
+    def _runs(self, parser: SSEParser, shape: ContentShape) -> list[bytes]:
+        """The client frames of the run of content deltas of ``shape`` that comes next in ``parser``, if any."""
+        insides = parser.take_run(shape.read_run)
+        if not insides:
+            return []
+        texts = shape.texts_of_run(insides)
+        if texts is None:  # each event on its own: its exact verdict, or its text
+            return self._events(SSEParser().feed(shape.frames_of_run(insides, shape.head, shape.tail)))
+        self._accumulator.add_texts(texts)
+        if self._public_shape is not shape:
+            self._rewrite(shape)
+        return [shape.frames_of_run(insides, self._public_head, self._public_tail)]
+
+    def _rewrite(self, shape: ContentShape) -> None:
+        self._public_shape, self._public_head = shape, self._public(shape.head)
+        # No model member before the text: the first one, if any, is after it (a literal holds none).
+        self._public_tail = self._public(shape.tail) if self._public_head is shape.head else shape.tail
 
     def _public(self, raw: bytes) -> bytes:
         """``raw`` with the public model name in place of the upstream's."""
