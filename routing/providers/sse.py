@@ -51,7 +51,14 @@ class SSEParser:
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
         """The events completed by ``chunk`` (possibly none)."""
-        return list(self.events(chunk))
+        buf = self._buf
+        if self._taken:
+            del buf[: self._taken]
+            self._taken = 0
+        if not self._line_by_line and b"\r" in chunk:
+            self._line_by_line = True  # the buffer holds only whole unread lines: the scan can take over
+        buf += chunk
+        return self._scan_lines() if self._line_by_line else self._split_blocks()
 
     def events(self, chunk: bytes) -> Iterator[SSEEvent]:
         """The events completed by ``chunk``, one at a time: between two of them the reader may take a run of
@@ -61,9 +68,9 @@ class SSEParser:
             del buf[: self._taken]
             self._taken = 0
         if not self._line_by_line and b"\r" in chunk:
-            self._line_by_line = True  # the buffer holds only whole unread lines: the scan can take over
+            self._line_by_line = True
         buf += chunk
-        return iter(self._scan_lines()) if self._line_by_line else self._split_blocks()
+        return iter(self._scan_lines()) if self._line_by_line else self._blocks_one_by_one()
 
     def take_run(self, read_run: Callable[[bytearray, int], tuple[int, list[T]]]) -> list[T]:
         """What ``read_run(buffer, start)`` read of the whole events from the next unread one on, those events
@@ -75,7 +82,41 @@ class SSEParser:
             self._taken = end
         return read
 
-    def _split_blocks(self) -> Iterator[SSEEvent]:
+    # _split_blocks and _blocks_one_by_one read blocks alike; the first is the list a paced provider's every read
+    # goes through, so neither calls a function per event for the common blocks.
+
+    def _split_blocks(self) -> list[SSEEvent]:
+        buf = self._buf
+        events: list[SSEEvent] = []
+        append = events.append
+        find = buf.find
+        start = 0
+        while True:
+            end = find(b"\n\n", start)
+            if end < 0:
+                break
+            raw = bytes(buf[start : end + 2])
+            # Nearly every event is one "data: " line (OpenAI), or an "event: " line and a "data: " line
+            # (Anthropic): their values are the rest of each line. (Whole blocks only are read here, so no
+            # field of an earlier block is pending.)
+            last = end - start  # offset in raw of the block's final line end
+            start = end + 2
+            if raw[:6] == b"data: " and raw.find(b"\n", 6) == last:
+                append(SSEEvent(None, raw[6:-2].decode("utf-8", "replace"), raw))
+                continue
+            if raw[:7] == b"event: ":
+                line_end = raw.find(b"\n", 7)
+                if raw[line_end + 1 : line_end + 7] == b"data: " and raw.find(b"\n", line_end + 7) == last:
+                    append(SSEEvent(raw[7:line_end].decode("utf-8", "replace"),
+                                    raw[line_end + 7 : -2].decode("utf-8", "replace"), raw))
+                    continue
+            event = self._fields_block(raw)
+            if event is not None:
+                append(event)
+        self._taken = start
+        return events
+
+    def _blocks_one_by_one(self) -> Iterator[SSEEvent]:
         buf = self._buf
         find = buf.find
         while True:
@@ -83,12 +124,9 @@ class SSEParser:
             end = find(b"\n\n", start)
             if end < 0:
                 return
-            raw = bytes(buf[start : end + 2])
             self._taken = end + 2
-            # Nearly every event is one "data: " line (OpenAI), or an "event: " line and a "data: " line
-            # (Anthropic): their values are the rest of each line. (Whole blocks only are read here, so no
-            # field of an earlier block is pending.)
-            last = end - start  # offset in raw of the block's final line end
+            raw = bytes(buf[start : end + 2])
+            last = end - start
             if raw[:6] == b"data: " and raw.find(b"\n", 6) == last:
                 yield SSEEvent(None, raw[6:-2].decode("utf-8", "replace"), raw)
                 continue
@@ -98,12 +136,17 @@ class SSEParser:
                     yield SSEEvent(raw[7:line_end].decode("utf-8", "replace"),
                                    raw[line_end + 7 : -2].decode("utf-8", "replace"), raw)
                     continue
-            for line in raw[:-2].split(b"\n"):
-                if line:
-                    self._has_line = True
-                    self._read_field(line)
-            if self._has_line:
-                yield self._dispatch(raw)
+            event = self._fields_block(raw)
+            if event is not None:
+                yield event
+
+    def _fields_block(self, raw: bytes) -> SSEEvent | None:
+        """Any other whole block, field by field; None if it has no field (a blank line too many)."""
+        for line in raw[:-2].split(b"\n"):
+            if line:
+                self._has_line = True
+                self._read_field(line)
+        return self._dispatch(raw) if self._has_line else None
 
     def _scan_lines(self) -> list[SSEEvent]:
         buf = self._buf

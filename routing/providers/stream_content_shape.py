@@ -31,7 +31,7 @@ _scan_json = json.JSONDecoder().scan_once
 class ContentShape:
     """The bytes around the text of a plain content delta, learned from one decoded event."""
 
-    __slots__ = ("head", "tail", "_head_len", "_tail_len", "_opening", "_closing")
+    __slots__ = ("head", "tail", "run_bytes", "_head_len", "_tail_len", "_opening", "_closing")
 
     def __init__(self, head: bytes, tail: bytes) -> None:
         self.head = head  # up to the text's opening quote
@@ -40,6 +40,7 @@ class ContentShape:
         self._tail_len = len(tail)
         self._opening = head + b'"'  # a run's events: the head and the literal's quotes, then the tail
         self._closing = b'"' + tail
+        self.run_bytes = 2 * (self._head_len + self._tail_len + 2)  # the least a run of two events takes
 
     @classmethod
     def learn(cls, raw: bytes, member: bytes, text: str) -> ContentShape | None:
@@ -78,7 +79,8 @@ class ContentShape:
 
     def read_run(self, buf: bytearray, pos: int) -> tuple[int, list[bytearray]]:
         """The end of the run of whole events of this shape that starts at ``pos`` in ``buf``, and what is
-        between the quotes of each event's literal (``pos`` and none if no such event starts there).
+        between the quotes of each event's literal (``pos`` and none if fewer than two such events start
+        there: one alone is read more cheaply by ``text_of``).
 
         Only for events split on blank lines (``SSEParser`` without ``\\r``), where an event ends at its first
         blank line: there the tail must end. The literals are checked together by ``texts_of_run``. (One
@@ -87,6 +89,7 @@ class ContentShape:
         opening, closing = self._opening, self._closing
         if not buf.startswith(opening, pos):
             return pos, []
+        start = pos
         find = buf.find
         head_len, tail_len = self._head_len, self._tail_len
         insides: list[bytearray] = []
@@ -98,7 +101,7 @@ class ContentShape:
             pos = end
             if not buf.startswith(opening, pos):
                 break
-        return pos, insides
+        return (pos, insides) if len(insides) > 1 else (start, [])
 
     def frames_of_run(self, insides: list[bytes] | list[bytearray], head: bytes, tail: bytes) -> bytes:
         """The run's events again, with ``head`` and ``tail`` around each literal."""

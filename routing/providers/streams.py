@@ -40,6 +40,11 @@ from routing.providers.stream_from_anthropic import AnthropicEventDecoder
 _MODEL_VALUE = re.compile(rb'"model"\s*:\s*"(?:[^"\\]|\\.)*"')
 
 
+# A read shorter than this holds no run of content deltas worth reading in bulk (two OpenAI content chunks
+# take ~500 bytes).
+_RUN_READ_BYTES = 512
+
+
 def _with_model(raw: bytes, member: bytes) -> bytes:
     """``raw`` with its first ``"model": "..."`` member replaced by ``member``."""
     start = raw.find(b'"model"')
@@ -119,7 +124,8 @@ class OpenAIPassThrough(StreamTranslator):
 
     def __init__(self, *, public_model: str, client_wants_usage: bool) -> None:
         self._openai = OpenAIChunkDecoder()
-        super().__init__(inbound="openai", decoder=self._openai)
+        self._sse = SSEParser()
+        super().__init__(inbound="openai", decoder=self._openai, parser=self._sse)
         self._client_wants_usage = client_wants_usage
         self._model_member = b'"model":' + json.dumps(public_model).encode()
         self._upstream_member = b""  # the upstream's own model member, once seen: spliced without a regex
@@ -128,14 +134,15 @@ class OpenAIPassThrough(StreamTranslator):
         self._public_tail = b""
 
     def feed(self, chunk: bytes) -> list[bytes]:
-        parser = self._parser
-        if type(parser) is not SSEParser:
-            return self._events(parser.feed(chunk))
+        shape = self._openai.shape
+        if len(chunk) < (_RUN_READ_BYTES if shape is None else shape.run_bytes):
+            return self._events(self._parser.feed(chunk))  # too short for a run: a paced provider's one event, say
         # A run of content deltas like the last one goes through in bulk (stream_content_shape): tried where
         # this read starts and after each event read on its own.
-        shape = self._openai.shape
+        parser = self._sse
+        events = parser.events(chunk)
         frames = self._runs(parser, shape) if shape is not None else []
-        return self._events(parser.events(chunk), frames, parser)
+        return self._events(events, frames, parser)
 
     def _events(self, events: Iterable[SSEEvent], frames: list[bytes] | None = None,
                 parser: SSEParser | None = None) -> list[bytes]:
