@@ -1,8 +1,8 @@
 """ASGI entry point: ``gomodel_site.asgi:application`` under granian or uvicorn.
 
 Four handlers share one process. The relay endpoints (``POST /v1/chat/completions``, ``/v1/messages``,
-``/v1/responses`` and ``/v1/embeddings``) go to ``RelayHandler``, which does only what they need around their views. The rest
-of the API (``/v1/``), the probes and ``/metrics`` go to a Django handler without middleware: every sync
+``/v1/responses`` and ``/v1/embeddings``) go to ``RelayHandler``, which does only what they need around their
+views. The rest of the API (``/v1/``), the probes and ``/metrics`` go to a Django handler without middleware: every sync
 middleware would cost a thread hop per request. ``/static/`` goes to ServeStatic (gomodel_site/static_files.py),
 checked only after the API prefixes so it adds nothing to an API request. Everything else (the admin, the
 auditor pages) goes to the standard handler with sessions, CSRF and authentication. Every handler reads a
