@@ -135,7 +135,7 @@ class OpenAIPassThrough(StreamTranslator):
 
     def feed(self, chunk: bytes) -> list[bytes]:
         shape = self._openai.shape
-        if len(chunk) < (_RUN_READ_BYTES if shape is None else shape.run_bytes):
+        if len(chunk) < (_RUN_READ_BYTES if shape is None else shape.run_bytes) or self._openai.failure is not None:
             return self._events(self._parser.feed(chunk))  # too short for a run: a paced provider's one event, say
         # A run of content deltas like the last one goes through in bulk (stream_content_shape): tried where
         # this read starts and after each event read on its own.

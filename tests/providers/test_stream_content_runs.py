@@ -157,6 +157,19 @@ def test_it_stops_a_run_at_an_error_event_and_forwards_nothing_after_it() -> Non
     assert b'"d"' not in sent
 
 
+def test_it_ignores_a_run_that_comes_in_a_read_after_an_error_event() -> None:
+    error = b'data: {"error":{"type":"overloaded_error","message":"busy"}}\n\n'
+    first = stream_of(content_event("a"), content_event("b")).replace(b"data: [DONE]\n\n", b"") + error
+    later = content_event("c") + content_event("d") + content_event("e") + b"data: [DONE]\n\n"
+    translator = get_adapter("openai").stream_translator(inbound="openai", public_model="pub",
+                                                         client_wants_usage=True)
+    sent = b"".join(translator.feed(first) + translator.feed(later) + translator.finish())
+    assert translator.failure is not None
+    assert translator.answer.text == "ab"
+    assert b'"c"' not in sent
+    assert b'"e"' not in sent
+
+
 def test_it_translates_a_run_for_an_anthropic_client_as_each_event() -> None:
     stream = stream_of(*(content_event(t) for t in TRICKY), chunk_event({}, "stop"), usage_event())
     whole, translator = translate(stream, [], inbound="anthropic", wants_usage=False)
