@@ -7,6 +7,7 @@
 It starts the provider simulator and the gateway the way production runs it (granian, ``--interface asgi``,
 2 workers, PostgreSQL, ``PROMETHEUS_MULTIPROC_DIR``), drives load with wrk, and prints requests/s, latency,
 the gateway's CPU per request and its memory, next to the same requests sent to the simulator directly.
+It also measures ``/v1/embeddings`` and ``/v1/responses`` rows the same way.
 Then it holds 1,000 slow streams, checks memory over 100k requests, repeats the main rows with the Celery
 broker and Redis, runs the micro-benchmarks, and writes everything as JSON under ``bench/results/``.
 See bench/README.md for what each figure means.
