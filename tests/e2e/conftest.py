@@ -15,7 +15,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anthropic
 import httpx2
+import openai
 import psycopg
 import pytest
 import yaml
@@ -145,3 +147,17 @@ def sim(simulator: SimulatorServer) -> Iterator[SimulatorServer]:
     simulator.clear_faults()
     yield simulator
     simulator.clear_faults()
+
+
+@pytest.fixture
+def oai(gateway: Gateway, sim: SimulatorServer) -> Iterator[openai.OpenAI]:
+    """The openai SDK pointed at ``gateway`` (the session's, or the one a module defines), without retries."""
+    with openai.OpenAI(base_url=f"{gateway.base_url}/v1", api_key="unused-on-loopback", max_retries=0) as client:
+        yield client
+
+
+@pytest.fixture
+def claude(gateway: Gateway, sim: SimulatorServer) -> Iterator[anthropic.Anthropic]:
+    """The anthropic SDK pointed at ``gateway``, without retries."""
+    with anthropic.Anthropic(base_url=gateway.base_url, api_key="unused-on-loopback", max_retries=0) as client:
+        yield client

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator
 
 import anthropic
 import jsonschema
 import openai
 import pytest
-
-from tests.gateway_process import Gateway
 
 pytestmark = pytest.mark.services
 
@@ -24,18 +21,6 @@ WEATHER_TOOL_SCHEMA = {"type": "object", "properties": {"city": {"type": "string
                        "required": ["city", "unit"]}
 ANSWER_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
                  "required": ["name", "age"], "additionalProperties": False}
-
-
-@pytest.fixture
-def oai(gateway: Gateway) -> Iterator[openai.OpenAI]:
-    with openai.OpenAI(base_url=f"{gateway.base_url}/v1", api_key="unused-on-loopback", max_retries=0) as client:
-        yield client
-
-
-@pytest.fixture
-def claude(gateway: Gateway) -> Iterator[anthropic.Anthropic]:
-    with anthropic.Anthropic(base_url=gateway.base_url, api_key="unused-on-loopback", max_retries=0) as client:
-        yield client
 
 
 @pytest.mark.parametrize("target", TARGETS)

@@ -74,20 +74,6 @@ def gateway(tmp_path_factory: pytest.TempPathFactory, sim: SimulatorServer,
             yield running
 
 
-@pytest.fixture
-def oai(gateway: Gateway, sim: SimulatorServer) -> Iterator[openai.OpenAI]:
-    sim.clear_faults()
-    with openai.OpenAI(base_url=f"{gateway.base_url}/v1", api_key="unused", max_retries=0) as client:
-        yield client
-
-
-@pytest.fixture
-def claude(gateway: Gateway, sim: SimulatorServer) -> Iterator[anthropic.Anthropic]:
-    sim.clear_faults()
-    with anthropic.Anthropic(base_url=gateway.base_url, api_key="unused", max_retries=0) as client:
-        yield client
-
-
 def last_record(sim: SimulatorServer, model: str) -> dict[str, Any]:
     sim.wait_until_idle()
     return sim.received(model=model)[-1]
