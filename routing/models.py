@@ -192,7 +192,7 @@ class Provider(models.Model):
     aws_secret_access_key = models.CharField(
         max_length=200, blank=True,
         help_text="Amazon Bedrock only: a reference such as ${BEDROCK_AWS_SECRET} (names ending in _SECRET_ACCESS_KEY "
-        "are kept for the gateway's own infrastructure unless GOMODEL_PROVIDER_KEY_ENV_ALLOW lists them).",
+        "are kept for the gateway's own infrastructure).",
     )
     aws_session_token = models.CharField(
         max_length=200, blank=True, help_text="Amazon Bedrock only, optional: a reference to a session token."

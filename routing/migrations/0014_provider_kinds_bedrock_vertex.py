@@ -18,7 +18,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='provider',
             name='aws_secret_access_key',
-            field=models.CharField(blank=True, help_text="Amazon Bedrock only: a reference such as ${BEDROCK_AWS_SECRET} (names ending in _SECRET_ACCESS_KEY are kept for the gateway's own infrastructure unless GOMODEL_PROVIDER_KEY_ENV_ALLOW lists them).", max_length=200),
+            field=models.CharField(blank=True, help_text="Amazon Bedrock only: a reference such as ${BEDROCK_AWS_SECRET} (names ending in _SECRET_ACCESS_KEY are kept for the gateway's own infrastructure).", max_length=200),
         ),
         migrations.AddField(
             model_name='provider',
