@@ -120,6 +120,27 @@ class TextTally:
     def attachment(self) -> None:
         self.attachments += 1
 
+    def parts(self, content: Any, *, text_kinds: tuple[str, ...], attachment_kinds: tuple[str, ...],
+              refusals: bool = True) -> str:
+        """The text of a content that is a string or a list of typed parts (joined by newlines), counting its
+        text parts, its attachments and, with ``refusals``, the text of ``refusal`` parts (not returned)."""
+        if isinstance(content, str):
+            return self.text(content)
+        if not isinstance(content, list):
+            return ""
+        texts = []
+        for part in content:
+            if not isinstance(part, Mapping):
+                continue
+            kind = part.get("type")
+            if kind in text_kinds:
+                texts.append(self.text(part.get("text")))
+            elif kind in attachment_kinds:
+                self.attachment()
+            elif refusals and kind == "refusal":
+                self.text(part.get("refusal"))
+        return "\n".join(texts)
+
 
 def fingerprint(*parts: Any) -> str:
     """A short stable hash of JSON-able parts (used to recognise a repeated prompt prefix)."""

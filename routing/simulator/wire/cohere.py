@@ -271,19 +271,7 @@ def _usage(reply: Reply) -> dict[str, Any]:
 
 
 def _content_text(content: Any, tally: TextTally) -> str:
-    if isinstance(content, str):
-        return tally.text(content)
-    if not isinstance(content, list):
-        return ""
-    texts = []
-    for part in content:
-        if not isinstance(part, Mapping):
-            continue
-        if part.get("type") == "text":
-            texts.append(tally.text(part.get("text")))
-        elif part.get("type") in ("image_url", "document"):
-            tally.attachment()
-    return "\n".join(texts)
+    return tally.parts(content, text_kinds=("text",), attachment_kinds=("image_url", "document"), refusals=False)
 
 
 def _tools(raw: Any, tally: TextTally) -> tuple[ToolSpec, ...]:

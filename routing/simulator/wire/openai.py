@@ -318,22 +318,7 @@ def _usage(reply: Reply) -> dict[str, Any]:
 
 def _content_text(content: Any, tally: TextTally) -> str:
     """The text of a message's content (string or parts), counting text and attachments."""
-    if isinstance(content, str):
-        return tally.text(content)
-    if not isinstance(content, list):
-        return ""
-    texts = []
-    for part in content:
-        if not isinstance(part, Mapping):
-            continue
-        kind = part.get("type")
-        if kind in ("text", "input_text"):
-            texts.append(tally.text(part.get("text")))
-        elif kind in _ATTACHMENT_PARTS:
-            tally.attachment()
-        elif kind == "refusal":
-            tally.text(part.get("refusal"))
-    return "\n".join(texts)
+    return tally.parts(content, text_kinds=("text", "input_text"), attachment_kinds=_ATTACHMENT_PARTS)
 
 
 def _tools(raw: Any, tally: TextTally) -> tuple[ToolSpec, ...]:

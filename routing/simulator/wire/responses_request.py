@@ -138,22 +138,7 @@ def _item_text(item: Mapping[str, Any], index: int, tally: TextTally) -> tuple[s
 
 
 def _content_text(content: Any, tally: TextTally) -> str:
-    if isinstance(content, str):
-        return tally.text(content)
-    if not isinstance(content, list):
-        return ""
-    texts = []
-    for part in content:
-        if not isinstance(part, Mapping):
-            continue
-        kind = part.get("type")
-        if kind in _TEXT_PARTS:
-            texts.append(tally.text(part.get("text")))
-        elif kind in _ATTACHMENT_PARTS:
-            tally.attachment()
-        elif kind == "refusal":
-            tally.text(part.get("refusal"))
-    return "\n".join(texts)
+    return tally.parts(content, text_kinds=_TEXT_PARTS, attachment_kinds=_ATTACHMENT_PARTS)
 
 
 def _tools(raw: Any, tally: TextTally) -> tuple[ToolSpec, ...]:
