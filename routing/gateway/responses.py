@@ -43,6 +43,12 @@ class RelayStream(StreamingHttpResponse):
         super().__init__(source, **kwargs)
         self.source = source
 
+    def _set_streaming_content(self, value: Any) -> None:
+        # Django tries iter() first and takes the TypeError as the sign of an async iterator: an exception per
+        # stream. The source is always an async generator, and the relay handler closes it itself.
+        self._iterator = value
+        self.is_async = True
+
 
 def stored_answer(body: bytes, content_type: str, headers: Mapping[str, str]) -> bytes:
     """What a repeat of an idempotent request gets back: the body and the decision headers."""

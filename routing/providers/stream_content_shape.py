@@ -21,17 +21,15 @@ per event instead of a few dozen (no event tuple, no decoded data, no frame buil
 
 from __future__ import annotations
 
-import json
 from json.decoder import scanstring
 
-# The C scanner behind json.loads, as in stream_decoding (one call reads a run's array of literals).
-_scan_json = json.JSONDecoder().scan_once
+import orjson
 
 
 class ContentShape:
     """The bytes around the text of a plain content delta, learned from one decoded event."""
 
-    __slots__ = ("head", "tail", "run_bytes", "_head_len", "_tail_len", "_opening", "_closing")
+    __slots__ = ("head", "tail", "run_bytes", "_head_len", "_tail_len", "_opening", "_closing", "_between")
 
     def __init__(self, head: bytes, tail: bytes) -> None:
         self.head = head  # up to the text's opening quote
@@ -40,6 +38,7 @@ class ContentShape:
         self._tail_len = len(tail)
         self._opening = head + b'"'  # a run's events: the head and the literal's quotes, then the tail
         self._closing = b'"' + tail
+        self._between = self._closing + self._opening  # what lies between two literals of a run
         self.run_bytes = 2 * (self._head_len + self._tail_len + 2)  # the least a run of two events takes
 
     @classmethod
@@ -83,12 +82,40 @@ class ContentShape:
         there: one alone is read more cheaply by ``text_of``).
 
         Only for events split on blank lines (``SSEParser`` without ``\\r``), where an event ends at its first
-        blank line: there the tail must end. The literals are checked together by ``texts_of_run``. (One
-        search per event, from the end of its head: searches of the whole buffer for the long bytes between
-        two literals measured slower.)"""
+        blank line: there the tail must end. The literals are checked together by ``texts_of_run``.
+
+        The run is cut out in a few calls, not a few per event: its last event follows the last place where
+        one event's tail runs into the next one's head, and the run is split wherever a tail ends. Each piece
+        after the first must then start with the head: joining the pieces back with the bytes between two
+        literals must give the run again. (A search for those bytes themselves, a few hundred long, costs
+        CPython more than the search for the tail, which is short.) Anything else in between, say another
+        kind of event, fails that check, and the run is read event by event."""
         opening, closing = self._opening, self._closing
-        if not buf.startswith(opening, pos):
+        if buf[pos : pos + len(opening)] != opening:
             return pos, []
+        last = buf.rfind(self._between, pos)
+        if last < 0:
+            return pos, []
+        # The event after the last junction ends the run if it is whole and has the tail; else the one before.
+        end = last + len(self._between)
+        line_end = buf.find(b"\n", end)
+        if (line_end >= 0 and buf[line_end + 1 : line_end + 2] == b"\n"
+                and buf[line_end + 2 - len(closing) : line_end + 2] == closing):
+            end = line_end + 2
+        else:
+            end = last + len(closing)
+        run = buf[pos + len(opening) : end - len(closing)]  # from the first literal to the last
+        pieces = run.split(closing)
+        head_len = len(opening)
+        insides = [pieces[0]] + [piece[head_len:] for piece in pieces[1:]]
+        if self._between.join(insides) != run:
+            return self._read_run_by_event(buf, pos)
+        return end, insides
+
+    def _read_run_by_event(self, buf: bytearray, pos: int) -> tuple[int, list[bytearray]]:
+        """``read_run`` for a stretch that holds something else between events of this shape: the run that
+        starts at ``pos``, event by event."""
+        opening, closing = self._opening, self._closing
         start = pos
         find = buf.find
         head_len, tail_len = self._head_len, self._tail_len
@@ -116,9 +143,8 @@ class ContentShape:
         values and forbids inside a string, so no string can reach into the next literal: with as many
         strings as literals, each literal is exactly one string. (No line end inside one either: each event
         of the run is one event of the stream.)"""
-        try:
-            array = (b'["' + b'",\n"'.join(insides) + b'"]').decode("utf-8")
-            texts, end = _scan_json(array, 0)
-        except (UnicodeDecodeError, ValueError, StopIteration, RecursionError):
+        try:  # orjson checks the UTF-8 too; what it refuses (a lone surrogate escape) is read event by event
+            texts = orjson.loads(b'["' + b'",\n"'.join(insides) + b'"]')
+        except orjson.JSONDecodeError:
             return None
-        return texts if end == len(array) and len(texts) == len(insides) else None
+        return texts if len(texts) == len(insides) else None

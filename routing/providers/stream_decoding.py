@@ -12,6 +12,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from routing.core.answer import Usage
 from routing.providers.errors import MalformedResponse
 from routing.providers.sse import SSEEvent
@@ -26,20 +28,20 @@ class StreamFailure:
     message: str
 
 
-# The C scanner behind json.loads, called directly: json.loads adds two Python calls and two whitespace
-# scans per event, half the cost of decoding a content chunk.
-_scan_json = json.JSONDecoder().scan_once
-
-
 def load_event_json(event: SSEEvent) -> dict[str, Any]:
-    """The JSON object in an event's data, or MalformedResponse."""
+    """The JSON object in an event's data, or MalformedResponse.
+
+    orjson reads the common event in half the time of the json module. It accepts only strict JSON, a subset
+    of what json reads: anything it refuses (NaN, a lone surrogate escape, nesting past 1,024 levels) or that
+    is not an object takes json.loads for its exact verdict. The one value they read differently: an
+    integer past 64 bits is a float to orjson (token counts that large are not real ones)."""
     data = event.data or ""
     try:
-        value, end = _scan_json(data, 0)
-    except (StopIteration, ValueError, RecursionError):
-        end = -1
-    if end == len(data) and type(value) is dict:
-        return value  # the common case; anything else takes json.loads for its exact verdict
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        value = None
+    if type(value) is dict:
+        return value
     try:
         value = json.loads(data)
     except (json.JSONDecodeError, RecursionError) as exc:

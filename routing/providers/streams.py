@@ -205,12 +205,16 @@ class OpenAIPassThrough(StreamTranslator):
 
     def _public(self, raw: bytes) -> bytes:
         """``raw`` with the public model name in place of the upstream's."""
+        member = self._upstream_member
+        if member:
+            # The member's exact bytes cannot occur inside a JSON string (its quotes would be escaped), so
+            # the first place they occur is the member. (bytes.replace returns ``raw`` itself if it has none.)
+            public = raw.replace(member, self._model_member, 1)
+            if public is not raw:
+                return public
         start = raw.find(b'"model"')
         if start < 0:
             return raw
-        member = self._upstream_member
-        if member and raw.startswith(member, start):
-            return raw[:start] + self._model_member + raw[start + len(member) :]
         match = _MODEL_VALUE.match(raw, start)
         if match is None:
             return raw
