@@ -188,11 +188,6 @@ def _embeddings_result(spec: AttemptSpec, request: EmbeddingsRequest, data: byte
                          usage_estimated=parsed.usage_estimated)
 
 
-def _has_content(translator: StreamTranslator) -> bool:
-    answer = translator.answer
-    return bool(answer.text or answer.tool_calls or answer.reasoning_text) or translator.complete
-
-
 async def start_stream_attempt(spec: AttemptSpec) -> AttemptResult | LiveStream:
     """Send, and read until the first client frames exist (LiveStream) or the attempt failed.
 
@@ -237,7 +232,7 @@ async def start_stream_attempt(spec: AttemptSpec) -> AttemptResult | LiveStream:
     try:
         # Frames are held back until one carries content (or the stream ends): a provider's opening
         # role-only chunk tells the client nothing, and while nothing was sent the attempt can be replaced.
-        while not (frames and _has_content(translator)):
+        while not (frames and translator.has_content):
             try:
                 chunk = await chunks.__anext__()
             except StopAsyncIteration:

@@ -105,6 +105,10 @@ class ChunkAccumulator:
             if isinstance(arguments, str):
                 pending.arguments.append(arguments)
 
+    def has_content(self) -> bool:
+        """Some text, a tool call or reasoning arrived: what ``answer()`` would show, without building it."""
+        return any(self._text) or bool(self._calls) or bool(self._reasoning)
+
     def answer(self, finish_override: str | None = None) -> Answer:
         """The accumulated first choice; ``finish_override`` is the decoder's own normalised verdict."""
         calls = tuple(

@@ -283,6 +283,10 @@ class ChatToResponsesStream(StreamTranslator):
     def answer(self) -> Answer:
         return self._inner.answer
 
+    @property
+    def has_content(self) -> bool:
+        return self._inner.has_content
+
     def feed(self, chunk: bytes) -> list[bytes]:
         return self._encode(self._inner.feed(chunk))
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
+from functools import lru_cache
 from typing import Protocol
 
 from routing.core.answer import Answer, Usage
@@ -43,6 +44,12 @@ _MODEL_VALUE = re.compile(rb'"model"\s*:\s*"(?:[^"\\]|\\.)*"')
 # A read shorter than this holds no run of content deltas worth reading in bulk (two OpenAI content chunks
 # take ~500 bytes).
 _RUN_READ_BYTES = 512
+
+
+@lru_cache(maxsize=1024)
+def _model_member(public_model: str) -> bytes:
+    """The JSON member naming the public model, made once per model rather than once per stream."""
+    return b'"model":' + json.dumps(public_model).encode()
 
 
 def _with_model(raw: bytes, member: bytes) -> bytes:
@@ -96,6 +103,12 @@ class StreamTranslator:
     def answer(self) -> Answer:
         return self._accumulator.answer(self._decoder.finish_override)
 
+    @property
+    def has_content(self) -> bool:
+        """Text, a tool call or reasoning arrived, or the stream is complete: a stream's first frames wait for
+        this (``answer`` would say the same, at the cost of building it after every read)."""
+        return self._accumulator.has_content() or self.complete
+
     def feed(self, chunk: bytes) -> list[bytes]:
         """Client frames completed by this chunk of upstream bytes."""
         return self._events(self._parser.feed(chunk))
@@ -127,7 +140,7 @@ class OpenAIPassThrough(StreamTranslator):
         self._sse = SSEParser()
         super().__init__(inbound="openai", decoder=self._openai, parser=self._sse)
         self._client_wants_usage = client_wants_usage
-        self._model_member = b'"model":' + json.dumps(public_model).encode()
+        self._model_member = _model_member(public_model)
         self._upstream_member = b""  # the upstream's own model member, once seen: spliced without a regex
         self._public_shape: ContentShape | None = None  # the content shape whose head and tail were rewritten...
         self._public_head = b""  # ...into these: with the public model name (the head has it, or else the tail)
@@ -230,7 +243,7 @@ class AnthropicPassThrough(StreamTranslator):
 
     def __init__(self, *, public_model: str) -> None:
         super().__init__(inbound="anthropic", decoder=AnthropicEventDecoder(public_model=public_model))
-        self._model_member = b'"model":' + json.dumps(public_model).encode()
+        self._model_member = _model_member(public_model)
 
     def _events(self, events: list[SSEEvent]) -> list[bytes]:
         frames: list[bytes] = []
