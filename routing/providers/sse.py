@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any, NamedTuple, TypeVar
 
 _LINE_END = re.compile(rb"\r\n|\r|\n")
@@ -28,6 +29,11 @@ class SSEEvent(NamedTuple):
     event: str | None
     data: str | None
     raw: bytes
+
+
+# SSEEvent((event, data, raw)) without the named tuple's own __new__, a Python function: the parser's loops make
+# one per event.
+_event = partial(tuple.__new__, SSEEvent)
 
 
 class SSEParser:
@@ -108,12 +114,12 @@ class SSEParser:
             start = end + 2
             if line_end == last:
                 if raw[:6] == b"data: ":
-                    append(SSEEvent(None, raw[6:-2].decode("utf-8", "replace"), raw))
+                    append(_event((None, raw[6:-2].decode("utf-8", "replace"), raw)))
                     continue
             elif (raw[:7] == b"event: " and raw[line_end + 1 : line_end + 7] == b"data: "
                   and raw.find(b"\n", line_end + 7) == last):
-                append(SSEEvent(raw[7:line_end].decode("utf-8", "replace"),
-                                raw[line_end + 7 : -2].decode("utf-8", "replace"), raw))
+                append(_event((raw[7:line_end].decode("utf-8", "replace"),
+                               raw[line_end + 7 : -2].decode("utf-8", "replace"), raw)))
                 continue
             event = self._fields_block(raw)
             if event is not None:
@@ -137,12 +143,12 @@ class SSEParser:
             last = end - start
             if line_end == last:
                 if raw[:6] == b"data: ":
-                    yield SSEEvent(None, raw[6:-2].decode("utf-8", "replace"), raw)
+                    yield _event((None, raw[6:-2].decode("utf-8", "replace"), raw))
                     continue
             elif (raw[:7] == b"event: " and raw[line_end + 1 : line_end + 7] == b"data: "
                   and raw.find(b"\n", line_end + 7) == last):
-                yield SSEEvent(raw[7:line_end].decode("utf-8", "replace"),
-                               raw[line_end + 7 : -2].decode("utf-8", "replace"), raw)
+                yield _event((raw[7:line_end].decode("utf-8", "replace"),
+                              raw[line_end + 7 : -2].decode("utf-8", "replace"), raw))
                 continue
             event = self._fields_block(raw)
             if event is not None:

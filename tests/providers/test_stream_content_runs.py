@@ -198,3 +198,23 @@ def test_the_parser_hands_no_run_over_once_it_reads_line_by_line() -> None:
     events = parser.events(b"data: x\r\n\r\n" + content_event("a"))
     assert parser.take_run(shape.read_run) == []
     assert [e.data for e in events] == ["x", content_event("a")[6:-2].decode()]
+
+
+def test_a_run_is_cut_at_the_first_event_of_another_kind_even_with_the_same_tail_after_it() -> None:
+    shape = ContentShape.learn(content_event("first"), b'"delta":{"content":', "first")
+    assert shape is not None
+    call = chunk_event({"tool_calls": [{"index": 0, "id": "t1", "function": {"name": "f", "arguments": "{}"}}]})
+    assert call.endswith(shape.tail)  # the bulk split alone would take it for part of the run
+    buf = bytearray(content_event("a") + content_event("b") + call + content_event("c") + content_event("d"))
+    end, insides = shape.read_run(buf, 0)
+    assert (end, insides) == (len(content_event("a") + content_event("b")), [b"a", b"b"])
+
+
+def test_a_run_may_end_the_buffer_and_a_last_event_cut_short_is_left_for_the_next_read() -> None:
+    shape = ContentShape.learn(content_event("first"), b'"delta":{"content":', "first")
+    assert shape is not None
+    whole = content_event("a") + content_event("b") + content_event("c")
+    assert shape.read_run(bytearray(whole), 0) == (len(whole), [b"a", b"b", b"c"])
+    cut = bytearray(whole + content_event("d")[:-3])
+    assert shape.read_run(cut, 0) == (len(whole), [b"a", b"b", b"c"])
+    assert shape.read_run(bytearray(content_event("a") + content_event("b")[:-1]), 0) == (0, [])
