@@ -7,7 +7,8 @@
 It starts the provider simulator and the gateway the way production runs it (granian, ``--interface asgi``,
 2 workers, PostgreSQL, ``PROMETHEUS_MULTIPROC_DIR``), drives load with wrk, and prints requests/s, latency,
 the gateway's CPU per request and its memory, next to the same requests sent to the simulator directly.
-It also measures ``/v1/embeddings`` and ``/v1/responses`` rows the same way.
+It also measures ``/v1/embeddings`` and ``/v1/responses`` rows the same way, and counts the instructions a
+streamed answer takes over a JSON one (``overhead``: valgrind's callgrind, when valgrind is installed).
 Then it holds 1,000 slow streams, checks memory over 100k requests, repeats the main rows with the Celery
 broker and Redis, runs the micro-benchmarks, and writes everything as JSON under ``bench/results/``.
 See bench/README.md for what each figure means.
@@ -30,7 +31,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import procfs, profiling, report, services
+from harness import overhead, procfs, profiling, report, services
 from harness.configs import (
     PROFILES,
     RELAY_CLIENTS,
@@ -54,9 +55,10 @@ from harness.streams import hold_streams
 from harness.summary import build_summary, summary_from_file
 from harness.wrk import INSTALL_HINT, fixed_body_script, run_wrk, wrk_path
 
-PHASES = ("micro", "load", "embeddings", "responses", "reference", "profile", "streams", "soak", "broker")
+PHASES = ("micro", "load", "overhead", "embeddings", "responses", "reference", "profile", "streams", "soak",
+          "broker")
 # The phases run against the gateway started with in-process audit (the broker phase starts its own).
-_GATEWAY_PHASES = {"load", "embeddings", "responses", "reference", "profile", "streams", "soak"}
+_GATEWAY_PHASES = {"load", "overhead", "embeddings", "responses", "reference", "profile", "streams", "soak"}
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 
@@ -230,6 +232,18 @@ class Bench:
         self.rows.extend(rows)
         self.gateway_requests += sum(r.wrk.requests for r in rows if r.route != "direct")
 
+    def phase_overhead(self) -> None:
+        log("\n== a stream's extra instructions over a JSON request, whole gateway in one process (callgrind)")
+        if overhead.valgrind_path() is None:
+            log("  skipped: valgrind is not installed (apt-get install valgrind)")
+            self.results["overhead"] = {"skipped": "valgrind is not installed"}
+            return
+        model = model_for(PROFILES[0], "concrete")
+        measured = overhead.measure(self.gateway_env, chat_json(model, stream=False), chat_json(model, stream=True))
+        self.gateway_requests += 2 * (overhead.FEW + overhead.MANY + 200)
+        self.results["overhead"] = measured.as_dict()
+        log("  " + overhead.summary(measured, None))
+
     def phase_embeddings(self) -> None:
         log(f"\n== embeddings (16 texts x 256 floats a request), {self.args.seconds:g}s each")
         rows = run_embeddings(self.meter(), self.endpoints(), concurrencies=self.args.concurrencies,
@@ -392,6 +406,8 @@ def run(args: argparse.Namespace) -> int:
             if "load" in args.phases:
                 bench.phase_load(setup="in-process audit", profiles=list(PROFILES), streams=[False, True],
                                  routes=list(ROUTES))
+            if "overhead" in args.phases:
+                bench.phase_overhead()
             if "embeddings" in args.phases:
                 bench.phase_embeddings()
             if "responses" in args.phases:

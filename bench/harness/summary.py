@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness import procfs, report
+from harness import overhead, procfs, report
 from harness.loadruns import LoadRow
 from harness.micro import MicroResult
 from harness.soak import SoakReport, SoakSample
@@ -37,6 +37,11 @@ def build_summary(r: dict[str, Any], rows: list[LoadRow], *, seconds: float, str
     if r.get("audit_rows_broker") is not None:
         parts.append(f"audit, through the broker: {r['audit_rows_broker']:,} revisions stored for "
                      f"{r['gateway_requests_broker']:,} gateway requests answered")
+    measured = r.get("overhead") or {}
+    if "extra" in measured:
+        parts.append("\nstream overhead, counted: " + overhead.summary(
+            overhead.Overhead(measured["json_instructions"], measured["stream_instructions"], measured["requests"]),
+            _json_cpu_ms(rows)))
     if micro:
         parts.append("\nmicro-benchmarks:\n" + report.micro_text(micro))
     items = report.verdicts(rows, streams, soak)
@@ -44,6 +49,16 @@ def build_summary(r: dict[str, Any], rows: list[LoadRow], *, seconds: float, str
     if items:
         parts.append("\ntargets:\n" + report.verdicts_text(items))
     return "\n".join(parts)
+
+
+def _json_cpu_ms(rows: list[LoadRow]) -> float | None:
+    """Gateway CPU per request of the instant JSON row to a concrete model at the highest concurrency (the
+    request ``overhead`` counts), in the in-process audit setup; None without load rows."""
+    candidates = [row for row in rows if row.setup == "in-process audit" and row.profile == "instant"
+                  and row.route == "concrete" and not row.stream]
+    if not candidates:
+        return None
+    return max(candidates, key=lambda row: row.concurrency).cpu_ms_per_request.get("gateway")
 
 
 def summary_from_file(path: Path) -> str:

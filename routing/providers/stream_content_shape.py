@@ -27,6 +27,8 @@ import orjson
 
 _DATA = b"data: "
 _BLANK = b"\n\n"
+_DATA_LEN, _BLANK_LEN = len(_DATA), len(_BLANK)
+_SEPARATOR = _BLANK + _DATA  # where one event of a run ends and the next begins
 
 
 class ContentShape:
@@ -97,24 +99,26 @@ class ContentShape:
         and the tail off each piece and joining what is left with the bytes that lie between two literals
         must give the run back: then every event is the head, a literal and the tail. Anything else in
         between, say another kind of event, fails that check, and the run is read event by event."""
-        opening, closing = self._opening, self._closing
-        if buf[pos : pos + len(opening)] != opening:
+        opening = self._opening
+        opening_len, closing_len = self._head_len + 1, self._tail_len + 1
+        if buf[pos : pos + opening_len] != opening:
             return pos, []
         if not self._one_line:
             return self._read_run_by_event(buf, pos)
-        if buf.endswith(closing):
+        if buf.endswith(self._closing):
             end = len(buf)
         else:
             end = buf.rfind(self._followed, pos)
             if end < 0:
                 return pos, []
-            end += len(closing)
-        pieces = buf[pos + len(_DATA) : end - len(_BLANK)].split(_BLANK + _DATA)  # each event, "data: " and
-        if len(pieces) < 2:  # its blank line left off
+            end += closing_len
+        # Each event with its "data: " and its blank line left off.
+        pieces = buf[pos + _DATA_LEN : end - _BLANK_LEN].split(_SEPARATOR)
+        if len(pieces) < 2:
             return pos, []
-        head_len, tail_len = len(opening) - len(_DATA), len(closing) - len(_BLANK)
+        head_len, tail_len = opening_len - _DATA_LEN, closing_len - _BLANK_LEN
         insides = [piece[head_len:-tail_len] for piece in pieces]
-        if self._between.join(insides) != buf[pos + len(opening) : end - len(closing)]:
+        if self._between.join(insides) != buf[pos + opening_len : end - closing_len]:
             return self._read_run_by_event(buf, pos)
         return end, insides
 
