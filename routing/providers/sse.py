@@ -190,6 +190,10 @@ class SSEParser:
     def flush(self) -> list[SSEEvent]:
         """The last block if the stream ended without its blank line (lenient with sloppy servers)."""
         buf = self._buf
+        if self._taken == len(buf) and not self._has_line:  # every block was whole: the common end
+            buf.clear()
+            self._taken = self._pos = 0
+            return []
         if self._taken:
             del buf[: self._taken]
             self._taken = 0

@@ -115,7 +115,8 @@ class StreamTranslator:
 
     def finish(self) -> list[bytes]:
         """At upstream EOF: frames of a last unterminated event, then the closing frames if ``complete``."""
-        frames = self._events(self._parser.flush())
+        events = self._parser.flush()
+        frames = self._events(events) if events else []
         if self.complete:
             frames += self._closing_frames()
         return frames
