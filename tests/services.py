@@ -13,6 +13,8 @@ import socket
 import subprocess
 import time
 
+import redis
+
 SERVICES = {
     "postgresql": (5432, lambda: _run(
         ["pg_ctlcluster", "--skip-systemctl-redirect", _pg_version(), "main", "start"])),
@@ -62,3 +64,14 @@ def ensure_all() -> None:
         raise RuntimeError("this test run needs PostgreSQL, Redis or RabbitMQ, which it was told it would not")
     for name in SERVICES:
         ensure_service(name)
+
+
+def drop_redis_keys(url: str, prefix: str) -> None:
+    """Delete what a test wrote to Redis under its own key prefix."""
+    client = redis.Redis.from_url(url)
+    try:
+        keys = list(client.scan_iter(match=f"{prefix}*"))
+        if keys:
+            client.delete(*keys)
+    finally:
+        client.close()

@@ -25,6 +25,7 @@ from routing.clients.limit_store import ProcessLimitStore, RedisLimitStore, make
 from routing.clients.redis_client import Script, ScriptCall, _Connection, encode_command
 from routing.core.limits import NANOS_PER_USD, Limits, LimitScope
 from tests.gateway_process import free_port
+from tests.services import drop_redis_keys
 
 pytestmark = pytest.mark.services
 
@@ -36,11 +37,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def prefix() -> Iterator[str]:
     name = f"gomodel:test:limits:{uuid.uuid4().hex[:12]}:"
     yield name
-    client = redis.Redis.from_url(REDIS_URL)
-    keys = list(client.scan_iter(match=f"{name}*"))
-    if keys:
-        client.delete(*keys)
-    client.close()
+    drop_redis_keys(REDIS_URL, name)
 
 
 def scope(kind: str = "key", name: str = "k", **limits: object) -> LimitScope:

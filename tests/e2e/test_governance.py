@@ -16,12 +16,12 @@ import anthropic
 import httpx2
 import openai
 import pytest
-import redis
 import yaml
 
 from routing.simulator.server import SimulatorServer
 from tests.e2e.conftest import SIM_KEY, fresh_database, gateway_config, manage
 from tests.gateway_process import Gateway, free_port, run_gateway
+from tests.services import drop_redis_keys
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
@@ -89,11 +89,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, simulator: SimulatorServer
                 yield running
             finally:
                 running.close()
-    client = redis.Redis.from_url(REDIS_URL)
-    keys = list(client.scan_iter(match=f"{prefix}*"))
-    if keys:
-        client.delete(*keys)
-    client.close()
+    drop_redis_keys(REDIS_URL, prefix)
 
 
 def refusal(cluster: Cluster, send: Callable[[], object]) -> openai.RateLimitError:

@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import redis
 
 from routing.clients.limit_store import RedisLimitStore
 from routing.core.limits import Limits
@@ -24,6 +23,7 @@ from routing.models import hash_secret
 from routing.simulator import SimulatorServer
 from tests.gateway import support
 from tests.gateway.support import answer, request, run
+from tests.services import drop_redis_keys
 
 pytestmark = pytest.mark.services
 
@@ -40,11 +40,7 @@ def prefix(settings: Any) -> Iterator[str]:
     settings.GOMODEL_LIMIT_KEY_PREFIX = name
     state.renew()
     yield name
-    client = redis.Redis.from_url(REDIS_URL)
-    keys = list(client.scan_iter(match=f"{name}*"))
-    if keys:
-        client.delete(*keys)
-    client.close()
+    drop_redis_keys(REDIS_URL, name)
 
 
 async def stop() -> None:
