@@ -5,11 +5,16 @@
 CPU time per request under load moves by ±0.1 ms between two runs of the same code on a small shared machine,
 as much as the difference between a streamed and a JSON answer. An instruction count does not move with the
 neighbours: ``measure`` runs the gateway's ASGI application in one process (no HTTP server; the real
-simulator over HTTP; 10 requests in flight; the audit publisher's thread included) once for a few requests and
-once for many more, under callgrind, for the JSON and the streamed form of the same request. The difference
-between the two counts, divided by the extra requests, is the instructions of one request with start-up and
-warm-up cancelled out. The stream's share over JSON is what ``summary`` turns into milliseconds at the CPU a
-JSON request took in the load rows of the same run.
+simulator over HTTP; 10 requests in flight) once for a few requests and once for many more, under callgrind,
+for the JSON and the streamed form of the same request. The difference between the two counts, divided by the
+extra requests, is the instructions of one request with start-up and warm-up cancelled out.
+
+Each thread is counted apart. A stream's own work (reading the upstream's events, the frame loop, the sends)
+runs on the event loop's thread, so the stream's extra is the difference on that thread; the other threads
+(the audit publisher and the database thread) do the same work for either form, but they batch it, and their
+share of a request moves by ±100k instructions between two runs. The extra is then stated as a share of a
+whole JSON request (every thread), which ``summary`` turns into milliseconds at the CPU a JSON request took in
+the load rows of the same run.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
@@ -32,17 +38,20 @@ FEW, MANY = 50, 250  # requests measured in the two runs; their difference is wh
 
 @dataclass
 class Overhead:
-    json_instructions: int  # per request, the whole process
+    json_instructions: int  # per request, every thread of the process
     stream_instructions: int
-    requests: int  # the extra requests the difference covers
+    json_loop_instructions: int  # per request, the event loop's thread
+    stream_loop_instructions: int
+    requests: int  # the extra requests the differences cover
 
     @property
     def extra(self) -> int:
-        return self.stream_instructions - self.json_instructions
+        """The stream's own extra work: on the event loop's thread."""
+        return self.stream_loop_instructions - self.json_loop_instructions
 
     @property
     def share(self) -> float:
-        """The stream's extra instructions as a share of a JSON request's."""
+        """The stream's extra instructions as a share of a whole JSON request's."""
         return self.extra / self.json_instructions
 
     def as_dict(self) -> dict[str, Any]:
@@ -53,29 +62,41 @@ def valgrind_path() -> str | None:
     return shutil.which("valgrind")
 
 
-def _instructions(env: Mapping[str, str], body: str, requests: int) -> int:
-    done = subprocess.run(
-        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, str(HERE), "drive", body,
-         str(requests)],
-        cwd=REPO, env=dict(env), capture_output=True, text=True, timeout=1800, check=False)
-    found = re.search(r"Collected : (\d+)", done.stderr)
-    if done.returncode != 0 or found is None:
-        raise RuntimeError(f"callgrind failed (exit {done.returncode}): {done.stderr.strip()[-1500:]}")
-    return int(found.group(1))
+def _instructions(env: Mapping[str, str], body: str, requests: int) -> tuple[int, int]:
+    """Instructions of one driver run: every thread's, and the event loop's (the main thread, callgrind's 1)."""
+    with tempfile.TemporaryDirectory(prefix="gomodel-callgrind-") as out:
+        done = subprocess.run(
+            ["valgrind", "--tool=callgrind", "--separate-threads=yes", f"--callgrind-out-file={out}/cg.out",
+             sys.executable, str(HERE), "drive", body, str(requests)],
+            cwd=REPO, env=dict(env), capture_output=True, text=True, timeout=1800, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"callgrind failed (exit {done.returncode}): {done.stderr.strip()[-1500:]}")
+        per_thread = {}
+        for path in Path(out).glob("cg.out-*"):
+            text = path.read_text(errors="replace")
+            thread, total = re.search(r"^thread: (\d+)$", text, re.M), re.search(r"^summary: (\d+)$", text, re.M)
+            if thread is None or total is None:
+                raise RuntimeError(f"callgrind wrote no summary to {path.name}")
+            per_thread[int(thread.group(1))] = int(total.group(1))
+    if 1 not in per_thread:
+        raise RuntimeError("callgrind counted no main thread")
+    return sum(per_thread.values()), per_thread[1]
 
 
 def measure(env: Mapping[str, str], json_body: str, stream_body: str) -> Overhead:
-    """Instructions per request of each form (about four minutes on two cores)."""
-    per_request = {}
+    """Instructions per request of each form (about five minutes on two cores)."""
+    whole, loop = {}, {}
     for name, body in (("json", json_body), ("stream", stream_body)):
         few, many = _instructions(env, body, FEW), _instructions(env, body, MANY)
-        per_request[name] = round((many - few) / (MANY - FEW))
-    return Overhead(per_request["json"], per_request["stream"], MANY - FEW)
+        whole[name] = round((many[0] - few[0]) / (MANY - FEW))
+        loop[name] = round((many[1] - few[1]) / (MANY - FEW))
+    return Overhead(whole["json"], whole["stream"], loop["json"], loop["stream"], MANY - FEW)
 
 
 def summary(overhead: Overhead, json_cpu_ms: float | None) -> str:
-    text = (f"{overhead.json_instructions:,} instructions per JSON request, {overhead.stream_instructions:,} per "
-            f"streamed one: +{overhead.extra:,} (+{100 * overhead.share:.1f}%)")
+    text = (f"{overhead.json_instructions:,} instructions per JSON request ({overhead.json_loop_instructions:,} "
+            f"on the event loop's thread); a streamed one takes +{overhead.extra:,} on that thread, "
+            f"+{100 * overhead.share:.1f}% of a JSON request")
     if json_cpu_ms is not None:
         text += (f"; at the {json_cpu_ms:.3f} ms of gateway CPU a JSON request took in the load rows, a stream's "
                  f"overhead is +{json_cpu_ms * overhead.share:.3f} ms")

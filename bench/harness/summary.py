@@ -40,7 +40,9 @@ def build_summary(r: dict[str, Any], rows: list[LoadRow], *, seconds: float, str
     measured = r.get("overhead") or {}
     if "extra" in measured:
         parts.append("\nstream overhead, counted: " + overhead.summary(
-            overhead.Overhead(measured["json_instructions"], measured["stream_instructions"], measured["requests"]),
+            overhead.Overhead(measured["json_instructions"], measured["stream_instructions"],
+                              measured["json_loop_instructions"], measured["stream_loop_instructions"],
+                              measured["requests"]),
             _json_cpu_ms(rows)))
     if micro:
         parts.append("\nmicro-benchmarks:\n" + report.micro_text(micro))
