@@ -2,7 +2,7 @@
 
     python bench/harness/overhead.py drive BODY REQUESTS   # run by measure(), under valgrind
 
-CPU time per request under load moves by ±0.1 ms between two runs of the same code on a small shared machine,
+CPU time per request under load moves by 0.1-0.2 ms between two runs of the same code on a small shared machine,
 as much as the difference between a streamed and a JSON answer. An instruction count does not move with the
 neighbours: ``measure`` runs the gateway's ASGI application in one process (no HTTP server; the real
 simulator over HTTP; 10 requests in flight) once for a few requests and once for many more, under callgrind,
