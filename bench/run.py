@@ -1,6 +1,6 @@
 """The gateway benchmark: one command, direct to the simulator versus through the gateway.
 
-    .venv/bin/python bench/run.py                 # the full run (~15 minutes on 2 cores)
+    .venv/bin/python bench/run.py                 # the full run (~17 minutes on 2 cores; ~12 without valgrind)
     .venv/bin/python bench/run.py --quick         # shorter runs, fewer requests (~3 minutes)
     .venv/bin/python bench/run.py --only load,streams --seconds 5
 
