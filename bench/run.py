@@ -70,7 +70,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true",
-                        help="short runs: 2 s per load run, 10 s streams, 25 s soak; no profile or broker phase")
+                        help="short runs: 2 s per load run, 10 s streams, 25 s soak; no profile, broker or overhead "
+                             "phase")
     parser.add_argument("--only", help=f"comma-separated phases to run, of: {', '.join(PHASES)}")
     parser.add_argument("--skip", help="comma-separated phases to leave out")
     parser.add_argument("--seconds", type=float, help="duration of each load run (default 8, quick 2)")
@@ -100,7 +101,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     chosen = set(PHASES) if not args.only else {p.strip() for p in args.only.split(",")}
     chosen -= {p.strip() for p in (args.skip or "").split(",")}
     if args.quick and not args.only:
-        chosen -= {"broker", "profile"}  # more than the quick run can spend
+        chosen -= {"broker", "profile", "overhead"}  # more than the quick run can spend
     unknown = chosen - set(PHASES)
     if unknown:
         parser.error(f"unknown phase(s): {', '.join(sorted(unknown))}")
