@@ -370,7 +370,8 @@ GOMODEL_CONFIG = env_str("GOMODEL_CONFIG", "")
 #   included;
 # - what the infrastructure's own clients read from this environment (libpq's PG*, POSTGRES*, DATABASE_*,
 #   REDIS_*, AMQP_*, RABBITMQ_*, proxies, CA bundles, error reporting) and credential names that are never an LLM
-#   provider's API key (passwords, secret keys, cloud client secrets).
+#   provider's API key (passwords, secret keys, cloud client secrets, workload identity tokens).
+# A reference ${NAME} is refused when NAME or NAME_FILE is reserved: its value may be read from NAME_FILE.
 # Compared without regard to case. GOMODEL_PROVIDER_KEY_ENV_ALLOW narrows the rest to a comma-separated list
 # of names and prefix patterns (`OPENAI_*, ANTHROPIC_API_KEY`); unset: any name that is not reserved.
 try:
@@ -382,6 +383,12 @@ _ENV_NAMES_READ.update({
     "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE",
     "AWS_SESSION_TOKEN",
 })
+# Workload identity: the token (or the path of the token file) a pod or task presents to its cloud, which would
+# let whoever receives it act as the gateway's own identity there. Each with its _FILE form; for the first three
+# the _FILE form is the variable the platforms actually set.
+_WORKLOAD_IDENTITY = ("AWS_WEB_IDENTITY_TOKEN", "AZURE_FEDERATED_TOKEN", "AWS_CONTAINER_AUTHORIZATION_TOKEN",
+                      "GOOGLE_APPLICATION_CREDENTIALS")
+_ENV_NAMES_READ.update({*_WORKLOAD_IDENTITY, *(f"{name}_FILE" for name in _WORKLOAD_IDENTITY)})
 PROVIDER_KEY_ENV_RESERVED_NAMES = _ENV_NAMES_READ  # the same set: names read further down join it
 PROVIDER_KEY_ENV_RESERVED_PREFIXES = (
     "DJANGO_", "GOMODEL_", "PRO_", "AUDIT_", "CELERY_", "DATABASE_", "REDIS_", "POSTGRES", "PG", "AMQP_", "RABBITMQ_",

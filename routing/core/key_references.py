@@ -6,6 +6,8 @@ every variable allowed, ``${DJANGO_SECRET_KEY}``, ``${DATABASE_URL}`` or ``${GOM
 the gateway's settings and of infrastructure secrets are *reserved*, and the operator may narrow references
 further with an allow-list (``GOMODEL_PROVIDER_KEY_ENV_ALLOW``). The settings module supplies the lists; this
 module only decides, so the admin, the config file and the routing table compiler give the same answer.
+A reference ``${NAME}`` is refused when ``NAME`` or ``NAME_FILE`` is reserved, since the value may come from
+the file ``NAME_FILE`` names.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from dataclasses import dataclass
 REFERENCE = re.compile(r"^(?:\$\{(?P<a>[A-Za-z_][A-Za-z0-9_]*)\}|os\.environ/(?P<b>[A-Za-z_][A-Za-z0-9_]*))$")
 # An allow-list entry: a variable name, or a prefix followed by ``*`` (``OPENAI_*``).
 ALLOW_ENTRY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\*?$")
+# ``NAME_FILE`` names the file a reference's value is read from when ``NAME`` is unset.
+FILE_SUFFIX = "_FILE"
 
 
 def reference_variable(reference: str) -> str | None:
@@ -50,8 +54,17 @@ class ReferencePolicy:
     allowed: tuple[str, ...] = ()  # empty: any name that is not reserved
 
     def reserved_by(self, variable: str) -> str | None:
-        """The rule that reserves ``variable`` (``DJANGO_*``, ``*_PASSWORD``, the name itself), or None."""
+        """The rule that reserves ``variable`` or its file form ``variable_FILE`` (``DJANGO_*``, ``*_PASSWORD``,
+        the name itself, ``AWS_WEB_IDENTITY_TOKEN_FILE``), or None.
+
+        A reference falls back to the file ``NAME_FILE`` names when ``NAME`` is unset, so that form is checked
+        too: ``${AWS_WEB_IDENTITY_TOKEN}`` would otherwise read the pod's identity token through the real
+        variable ``AWS_WEB_IDENTITY_TOKEN_FILE``.
+        """
         upper = variable.upper()
+        return self._rule_for(upper) or self._rule_for(f"{upper}{FILE_SUFFIX}")
+
+    def _rule_for(self, upper: str) -> str | None:
         if upper in self.reserved_names:
             return upper
         for prefix in self.reserved_prefixes:
