@@ -108,7 +108,7 @@ class Publisher:
         self._journal_failing = False
         self._next_lag_report = 0.0
         self.counters = {"published": 0, "delivered": 0, "spooled": 0, "replayed_batches": 0, "dropped": 0,
-                         "journal_replayed": 0, "journal_torn": 0}
+                         "journal_replayed": 0, "journal_torn": 0, "journal_lost": 0}
 
     # -- the request path -----------------------------------------------------------------------------
 
@@ -471,6 +471,7 @@ class Publisher:
                                               batch_size=self._batch_size, skip=journal.owns)
         self.counters["journal_replayed"] += result.replayed
         self.counters["journal_torn"] += result.torn
+        self.counters["journal_lost"] += result.lost
         if result.outcome in ("empty", "failed"):
             self._recover_pending = False  # nothing left, or nothing takes events now: the next scan tries again
 

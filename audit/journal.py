@@ -108,8 +108,13 @@ class Keyring:
         return self._by_id.get(key_id)
 
     @staticmethod
+    def file_key(key: bytes, salt: bytes) -> bytes:
+        """The AES-256 key of the file with ``salt`` (the reader's resynchronisation also needs it raw)."""
+        return _hkdf(key, salt=salt, info=b"gomodel audit journal file v1")
+
+    @staticmethod
     def file_cipher(key: bytes, salt: bytes) -> AESGCM:
-        return AESGCM(_hkdf(key, salt=salt, info=b"gomodel audit journal file v1"))
+        return AESGCM(Keyring.file_key(key, salt))
 
 
 def nonce(offset: int) -> bytes:

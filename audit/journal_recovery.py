@@ -9,9 +9,13 @@ between leaves it behind): a second delivery is harmless, since the worker store
 
 What cannot be read is never passed over silently:
 
-- a torn last record (its writer was killed while writing it, so its answer was never sent) or a record that
-  does not decrypt (a damaged disk): skipped, counted in ``gomodel_audit_journal_torn_records_total`` and
-  logged; reading stops there, since nothing after a damaged record can be trusted to be aligned;
+- a torn last record (its writer was killed while writing it, so its answer was never sent): skipped, counted
+  in ``gomodel_audit_journal_torn_records_total`` and logged; the file is deleted once replayed, as usual;
+- damaged records (a damaged disk or filesystem): skipped up to the next record that authenticates at its place
+  (``audit.journal_records``), so every intact record after them is still replayed. The file is then kept aside
+  as ``<file>.damaged-<UTC time>`` (the newest ``KEEP_DAMAGED_FILES`` of them; older ones are deleted), the
+  records lost are counted in ``gomodel_audit_journal_records_lost_total`` and one warning names their number
+  and the kept file;
 - a file sealed under another secret (``DJANGO_SECRET_KEY`` changed and the old one is not in
   ``SECRET_KEY_FALLBACKS``) or that is no journal at all: renamed ``<file>.unreadable``, counted in
   ``gomodel_audit_journal_unreadable_files_total`` and logged at error level with what to do. Nothing of it is
@@ -24,42 +28,27 @@ import contextlib
 import fcntl
 import logging
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
 from audit import metrics
-from audit.journal import (
-    CHECKPOINT,
-    CHECKPOINT_AT,
-    FILE_GLOB,
-    HEADER,
-    HEADER_SIZE,
-    LENGTH,
-    MAGIC,
-    VERSION,
-    Keyring,
-    decode_event,
-    nonce,
-)
+from audit.journal import CHECKPOINT, CHECKPOINT_AT, FILE_GLOB, HEADER, HEADER_SIZE, MAGIC, VERSION, Keyring
+from audit.journal_records import RecordKey, Records, read_records
+
+__all__ = ["KEEP_DAMAGED_FILES", "RecordKey", "Records", "RecoveryResult", "orphans", "read_records", "recover_one"]
 
 log = logging.getLogger("gomodel.audit")
 
 UNREADABLE_SUFFIX = ".unreadable"
+DAMAGED_SUFFIX = ".damaged-"
+# Damaged files kept for a post-mortem, per directory: enough to compare a few, bounded so that a failing disk
+# does not fill the volume with them.
+KEEP_DAMAGED_FILES = 10
 
 Outcome = Literal["empty", "replayed", "failed", "unreadable"]
-
-
-@dataclass
-class Records:
-    """What a journal file holds after its checkpoint: (end offset, event) pairs, and the records skipped."""
-
-    entries: list[tuple[int, Any]]
-    torn: int = 0
 
 
 @dataclass
@@ -68,6 +57,8 @@ class RecoveryResult:
     path: Path | None = None
     replayed: int = 0
     torn: int = 0
+    lost: int = 0  # records lost to damage (counted once, when the file is kept aside)
+    kept: Path | None = None  # where a damaged file was kept
 
 
 def orphans(directory: Path, *, skip: Callable[[Path], bool] = lambda path: False) -> list[Path]:
@@ -99,37 +90,6 @@ def recover_one(directory: Path, keyring: Keyring, deliver: Callable[[list[Any]]
     return RecoveryResult("empty")
 
 
-def read_records(data: bytes, start: int, cipher: AESGCM, *, name: str = "?") -> Records:
-    """The records of a journal file's bytes ``data`` from offset ``start``; stops at a torn or damaged one."""
-    records = Records(entries=[])
-    offset = start
-    end = len(data)
-    while offset < end:
-        if end - offset < LENGTH.size:
-            log.error("audit journal %s: a torn last record at offset %d (%d bytes; its writer was killed while "
-                      "writing it, before the answer was sent); skipped", name, offset, end - offset)
-            records.torn += 1
-            break
-        (length,) = LENGTH.unpack_from(data, offset)
-        body = offset + LENGTH.size
-        if length > end - body:
-            log.error("audit journal %s: a torn last record at offset %d (%d of %d bytes; its writer was killed "
-                      "while writing it, before the answer was sent); skipped", name, offset, end - body, length)
-            records.torn += 1
-            break
-        try:
-            event = decode_event(cipher.decrypt(nonce(offset), data[body : body + length], None))
-        except (InvalidTag, ValueError) as exc:
-            log.error("audit journal %s: the record at offset %d does not decrypt or decode (%s); %d bytes from "
-                      "there on skipped", name, offset, type(exc).__name__ if isinstance(exc, InvalidTag) else exc,
-                      end - offset)
-            records.torn += 1
-            break
-        offset = body + length
-        records.entries.append((offset, event))
-    return records
-
-
 def _replay(path: Path, fd: int, keyring: Keyring, deliver: Callable[[list[Any]], bool],
             batch_size: int) -> RecoveryResult:
     data = _read_all(fd)
@@ -144,8 +104,8 @@ def _replay(path: Path, fd: int, keyring: Keyring, deliver: Callable[[list[Any]]
     if key is None:
         return _set_aside(path, "it was sealed under another secret key than DJANGO_SECRET_KEY (or the fallbacks "
                                 "in SECRET_KEY_FALLBACKS): the key changed since its process wrote it")
-    records = read_records(data, min(max(checkpoint, HEADER_SIZE), len(data)), Keyring.file_cipher(key, salt),
-                           name=path.name)
+    records = read_records(data, min(max(checkpoint, HEADER_SIZE), len(data)),
+                           RecordKey(Keyring.file_key(key, salt)), name=path.name)
     if records.torn:
         metrics.JOURNAL_TORN.inc(records.torn)
     replayed = 0
@@ -158,14 +118,56 @@ def _replay(path: Path, fd: int, keyring: Keyring, deliver: Callable[[list[Any]]
             return RecoveryResult("failed", path, replayed, records.torn)
         replayed += len(batch)
         metrics.JOURNAL_REPLAYED.inc(len(batch))
-        with contextlib.suppress(OSError):  # so that a crash during a long replay does not send everything again
-            os.pwrite(fd, CHECKPOINT.pack(batch[-1][0]), CHECKPOINT_AT)
+        # So that a crash during a long replay does not send everything again. Not past damage: a checkpoint is
+        # a record boundary read without the shift the resynchronisation found, and a later try must find it too.
+        if start + len(batch) <= records.intact:
+            with contextlib.suppress(OSError):
+                os.pwrite(fd, CHECKPOINT.pack(batch[-1][0]), CHECKPOINT_AT)
+    if records.damaged:
+        return _keep_damaged(path, records, replayed)
     path.unlink(missing_ok=True)
     if replayed or records.torn:
-        skipped = f" ({records.torn} unreadable record skipped)" if records.torn else ""
+        skipped = f" ({records.torn} torn record skipped)" if records.torn else ""
         log.warning("audit journal %s: replayed %d events of a gateway process that died before delivering "
                     "them%s", path.name, replayed, skipped)
     return RecoveryResult("replayed", path, replayed, records.torn)
+
+
+def _keep_damaged(path: Path, records: Records, replayed: int) -> RecoveryResult:
+    """Rename a replayed damaged file aside (no longer an orphan to replay), count and log what it lost."""
+    now_ns = time.time_ns()
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now_ns // 10**9)) + f".{now_ns % 10**9:09d}Z"
+    target = path.with_name(f"{path.name}{DAMAGED_SUFFIX}{stamp}")
+    kept: Path | None = target
+    try:
+        os.replace(path, target)
+    except OSError as exc:  # replayed already: deleting it is what keeps it from being replayed twice
+        log.error("audit journal %s: cannot keep the damaged file aside (%s); deleting it", path.name, exc)
+        path.unlink(missing_ok=True)
+        kept = None
+    lost = records.lost
+    metrics.JOURNAL_LOST.inc(lost)
+    skipped = sum(stretch.size for stretch in records.stretches)
+    log.warning("audit journal %s: %d %s lost to damage (%d damaged %s, %d bytes, from offset %d); the %d intact "
+                "events after the damage were replayed too (%d in all); the damaged file is kept as %s",
+                path.name, lost, "record" if lost == 1 else "records", len(records.stretches),
+                "stretch" if len(records.stretches) == 1 else "stretches", skipped, records.stretches[0].position,
+                replayed - records.intact, replayed, kept if kept is not None else "(not kept: the rename failed)")
+    if kept is not None:
+        _prune_damaged(path.parent)
+    return RecoveryResult("replayed", path, replayed, records.torn, lost, kept)
+
+
+def _prune_damaged(directory: Path) -> None:
+    """Delete all but the newest KEEP_DAMAGED_FILES damaged files of ``directory``."""
+    try:
+        damaged = sorted(directory.glob(f"{FILE_GLOB}{DAMAGED_SUFFIX}*"),
+                         key=lambda path: path.name.rsplit(DAMAGED_SUFFIX, 1)[1])  # by when it was kept
+    except OSError:
+        return
+    for old in damaged[: max(0, len(damaged) - KEEP_DAMAGED_FILES)]:
+        with contextlib.suppress(OSError):
+            old.unlink()
 
 
 def _set_aside(path: Path, why: str) -> RecoveryResult:
@@ -200,7 +202,7 @@ def _claim(path: Path) -> int | None:
 
 
 def _read_all(fd: int) -> bytes:
-    chunks = []
+    chunks: list[bytes] = []
     offset = 0
     while True:
         chunk = os.pread(fd, 1024 * 1024, offset)

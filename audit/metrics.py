@@ -51,8 +51,13 @@ JOURNAL_REPLAYED = Counter(
 )
 JOURNAL_TORN = Counter(
     "gomodel_audit_journal_torn_records_total",
-    "Journal records skipped on replay: torn by a process killed while writing them (their answer was never "
-    "sent), or damaged.",
+    "Journal records skipped on replay because a process was killed while writing them (their answer was never "
+    "sent).",
+)
+JOURNAL_LOST = Counter(
+    "gomodel_audit_journal_records_lost_total",
+    "Journal records lost to a damaged file on replay (estimated from the damaged bytes' length prefixes); the "
+    "intact records after the damage are replayed and the file is kept as *.damaged-<time>.",
 )
 JOURNAL_UNREADABLE = Counter(
     "gomodel_audit_journal_unreadable_files_total",
