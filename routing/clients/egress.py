@@ -54,8 +54,8 @@ class Egress:
         return self._environment
 
     def route(self, provider: ProviderSpec | None, url: str) -> Route:
-        """The route to ``url``'s origin for ``provider``'s settings; ``TransportFailure`` (``connect``) when
-        they cannot be used (a TLS file that does not load, an unusable URL): nothing is sent."""
+        """The route to ``url``'s origin for ``provider``'s settings; ``TransportFailure`` when they cannot be
+        used (``tls``: a TLS file that does not load; ``connect``: an unusable proxy or URL): nothing is sent."""
         if provider is None:
             key: RouteKey = ("", "", "", "", url)
         else:
@@ -91,7 +91,9 @@ class Egress:
         if context is None:  # a table ``prepare`` has not seen (tests build tables directly)
             context = self._contexts[files] = _load(files)
         if isinstance(context, ValueError):
-            raise TransportFailure("connect", f"the provider's TLS files cannot be used: {context}")
+            # The file's name and problem go to the log; a client hears only that the gateway's files are at fault.
+            raise TransportFailure("tls", f"the provider's TLS files cannot be used: {context}",
+                                   detail="the gateway's TLS files for this provider cannot be used")
         return context
 
     def prepare(self, providers: Iterable[ProviderSpec]) -> list[str]:

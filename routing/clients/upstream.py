@@ -7,6 +7,7 @@ CPU per request (``bench/README.md``). Transport failures are reported as the ``
 
     TransportFailure.kind
     ├── connect, connect_timeout   -> "connect", "connect_timeout"   nothing reached the provider
+    ├── tls                        -> "tls"                          nothing was sent; a retry fails alike
     ├── write_timeout              -> "write_timeout"                the body never arrived whole
     ├── read_timeout               -> before the first byte: "read_timeout_before_first_byte"
     │                                 after it: "read_timeout_mid_stream"
@@ -15,11 +16,17 @@ CPU per request (``bench/README.md``). Transport failures are reported as the ``
 
 ``PoolExhausted`` (every connection slot stayed busy) is not a transport failure: nothing was sent, so no
 provider is blamed; the attempt loop answers it as the gateway's own overload (503).
+
+A ``tls`` failure (a certificate that fails verification, a port that does not speak TLS, TLS files that do
+not load) is the gateway's configuration for that provider, which only an operator can fix: ``send`` logs it
+as one WARNING naming the provider, its address and the verification message (never a header), and
+``failure_detail`` gives the part a client may read.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -30,6 +37,8 @@ from routing.clients.egress import egress
 from routing.clients.http1 import Pool, TransportFailure, UpstreamResponse
 from routing.core.error_classifier import ExceptionKind
 from routing.core.table import ProviderSpec
+
+log = logging.getLogger("gomodel.upstream")
 
 KEEPALIVE_EXPIRY_S = 30.0
 MAX_IDLE_PER_PROVIDER = 200
@@ -102,17 +111,25 @@ def build(method: str, url: str, headers: Mapping[str, str], body: bytes, timeou
 
 async def send(request: UpstreamRequest) -> UpstreamResponse:
     """Send and return as soon as the status line and headers are in; the body is read by the caller."""
-    route = egress.route(request.provider, request.url)
-    return await pool.get().request(
-        request.method, request.url, request.headers, request.body,
-        timeout=request.timeout_s, connect_timeout=request.connect_timeout_s, idle_timeout=request.idle_timeout_s,
-        route=route,
-    )
+    try:
+        route = egress.route(request.provider, request.url)
+        return await pool.get().request(
+            request.method, request.url, request.headers, request.body,
+            timeout=request.timeout_s, connect_timeout=request.connect_timeout_s, idle_timeout=request.idle_timeout_s,
+            route=route,
+        )
+    except TransportFailure as failure:
+        if failure.kind == "tls":
+            # The message names the address and the verification error, never a header (where keys travel).
+            name = request.provider.name if request.provider is not None else "(none)"
+            log.warning("provider %s: %s", name, failure)
+        raise
 
 
 _KINDS: dict[str, ExceptionKind] = {
     "connect": "connect",
     "connect_timeout": "connect_timeout",
+    "tls": "tls",
     "write_timeout": "write_timeout",
     "connection_lost": "connection_lost_after_send",
     "protocol": "protocol",
@@ -124,6 +141,14 @@ def exception_kind(exc: BaseException, *, first_byte_seen: bool) -> ExceptionKin
         return _KINDS.get(exc.kind, "protocol")
     # A read timeout, or the deadline's own timeout around the attempt.
     return "read_timeout_mid_stream" if first_byte_seen else "read_timeout_before_first_byte"
+
+
+def failure_detail(exc: BaseException) -> str | None:
+    """What a client's error may say about a TLS failure beyond its reason word (the verification message,
+    without the address); None for every other failure, whose reason word says enough."""
+    if isinstance(exc, TransportFailure) and exc.kind == "tls":
+        return exc.detail
+    return None
 
 
 def is_transport_error(exc: BaseException) -> bool:

@@ -24,7 +24,8 @@ audit and the health model. The rules, in the order they are tried for a 4xx::
 5xx never looks at the body's wording (a proxy's HTML page says anything): 503, 529, ``overloaded_error``
 and ``UNAVAILABLE`` are ``overloaded``; 504 and ``DEADLINE_EXCEEDED`` are ``timeout``; the rest are
 ``server_error``; 501 is INCOMPATIBLE ``unsupported``. A 3xx means the base URL is wrong: INCOMPATIBLE
-``not_found``.
+``not_found``. A transport failure is classified by where it happened (``classify_exception``); a TLS handshake
+that cannot succeed is INCOMPATIBLE ``tls_error``, a target fault like ``auth``.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from routing.core.outcome import AttemptOutcome, ErrorClass
 ExceptionKind = Literal[
     "connect",
     "connect_timeout",
+    "tls",
     "write_timeout",
     "read_timeout_before_first_byte",
     "read_timeout_mid_stream",
@@ -55,6 +57,10 @@ _EXCEPTION_CLASSES: Mapping[str, tuple[ErrorClass, str]] = {
     # Nothing reached the provider: safe to retry on the same route, nothing can have been billed.
     "connect": (ErrorClass.TRANSIENT, "connect_error"),
     "connect_timeout": (ErrorClass.TRANSIENT, "connect_error"),
+    # Nothing was sent either, but the same handshake fails again (a certificate that fails verification, a
+    # port without TLS, TLS files that do not load): this target's configuration is broken for every request,
+    # like a refused key. Fall back, never retry it; the health model locks it out (TARGET_FAULT_REASONS).
+    "tls": (ErrorClass.INCOMPATIBLE, "tls_error"),
     # The request body never arrived whole, so the provider cannot have acted on it.
     "write_timeout": (ErrorClass.TRANSIENT, "timeout"),
     # Sent, but no byte came back before the attempt's timeout: the issue's "timeout before any byte".

@@ -69,7 +69,7 @@ def test_unusable_tls_files_fail_the_provider_s_attempts_before_anything_is_sent
         "provider p: ca_bundle /nonexistent/ca.pem: No such file or directory"]
     with pytest.raises(TransportFailure, match="TLS files cannot be used: ca_bundle /nonexistent") as failure:
         egress.route(broken, HTTPS)
-    assert failure.value.kind == "connect"
+    assert failure.value.kind == "tls"
 
 
 @pytest.mark.parametrize(("variable", "value", "words"), [

@@ -70,4 +70,4 @@ def test_without_the_private_ca_the_provider_is_not_trusted(sim: SimulatorServer
     proxy, _, port = provider_address
     reply = run(answer(request(table(port, proxy=proxy.url), "gpt")))
     assert reply.status == 502
-    assert reply.error["code"] == "connect_error"
+    assert reply.error["code"] == "tls_error"

@@ -32,7 +32,7 @@ from routing.clients.http1.connection import Connection
 from routing.clients.http1.dial import DIRECT, Resolver, Route, connect_socket, open_tunnel, system_resolver
 from routing.clients.http1.failures import PoolExhausted, TransportFailure
 from routing.clients.http1.response import UpstreamResponse
-from routing.clients.http1.tls import client_context
+from routing.clients.http1.tls import client_context, handshake_refusal
 
 USER_AGENT = "gomodel-gateway"
 # Written by the pool itself; a caller's copy would contradict it.
@@ -215,9 +215,11 @@ class Pool:
             raise
         except OSError as exc:  # ssl.SSLError included
             connection.close()
-            if isinstance(exc, ssl.SSLCertVerificationError):
-                reason = f"TLS certificate not trusted: {exc.verify_message}"
-            elif isinstance(exc, ssl.SSLError):
+            refusal = handshake_refusal(exc)
+            if refusal is not None:
+                # Nothing was sent, and the same handshake would fail again: a configuration to fix, not a retry.
+                raise TransportFailure("tls", f"TLS with {where} failed: {refusal}", detail=refusal) from None
+            if isinstance(exc, ssl.SSLError):
                 reason = f"TLS failed: {exc.reason or exc.__class__.__name__}"
             else:
                 reason = exc.strerror or str(exc) or exc.__class__.__name__
