@@ -403,6 +403,9 @@ GOMODEL_CONFIG_POLL_SECONDS = env_float("GOMODEL_CONFIG_POLL_SECONDS", 1.0, mini
 # after its request did.
 GOMODEL_MAX_BODY_BYTES = env_int("GOMODEL_MAX_BODY_BYTES", 10 * 1024 * 1024, minimum=1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
+# The most answers one chat request may ask for (`n`): each is generated and billed, so a larger n is a 400
+# naming the field rather than a bill the key's budget sees only afterwards. OpenAI's own limit is 128.
+GOMODEL_MAX_N = env_int("GOMODEL_MAX_N", 8, minimum=1, maximum=128)
 GOMODEL_BODY_TIMEOUT = env_duration("GOMODEL_BODY_TIMEOUT", "30s", minimum=0.1)
 GOMODEL_DEFAULT_DEADLINE_MS = env_int("GOMODEL_DEFAULT_DEADLINE_MS", 120_000, minimum=100)
 GOMODEL_UPSTREAM_CONNECT_TIMEOUT = env_duration("GOMODEL_UPSTREAM_CONNECT_TIMEOUT", "5s")

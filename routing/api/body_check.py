@@ -2,11 +2,20 @@
 
 Only what the gateway itself relies on, or what every provider would refuse anyway, is checked here; the
 adapters refuse what a particular target cannot translate. Unknown fields pass through untouched.
+
+The body is parsed here too (``parse_body``), once, before any of the checks: a number no provider can take
+(``1e999``, ``NaN``, ``Infinity``) is refused naming its field, where a later ``json.dumps`` would have sent it
+upstream as the literal ``Infinity``.
 """
 
 from __future__ import annotations
 
+import json
+import math
 from typing import Any, TypeGuard
+
+import orjson
+from django.conf import settings
 
 from routing.gateway.gateway_error import GatewayError
 from routing.gateway.schema_patterns import pattern_problems
@@ -43,6 +52,15 @@ def _check_positive_int(body: dict[str, Any], name: str) -> None:
     value = body.get(name)
     if value is not None and (not _is_int(value) or value < 1):
         raise _fail(name, f"expected a positive integer, got {value!r}"[:200])
+
+
+def _check_choice_count(body: dict[str, Any]) -> None:
+    """``n`` answers are billed as ``n`` answers: past GOMODEL_MAX_N one request could spend a key's budget
+    many times over before a single answer is counted."""
+    n = body.get("n")
+    limit = int(settings.GOMODEL_MAX_N)
+    if n is not None and n > limit:  # a positive integer by now
+        raise _fail("n", f"expected at most {limit} (GOMODEL_MAX_N), got {n}"[:200])
 
 
 def _check_content(content: Any, path: str, *, allow_none: bool) -> None:
@@ -104,6 +122,7 @@ def _check_openai(body: dict[str, Any], messages: list[Any]) -> None:
             raise _fail(f"messages[{i}].tool_call_id", "required for a tool message")
     for name in ("max_tokens", "max_completion_tokens", "n"):
         _check_positive_int(body, name)
+    _check_choice_count(body)
     _check_types(body, {"stream_options": ("an object", lambda v: isinstance(v, dict)),
                         "seed": ("an integer", _is_int),
                         "stop": ("a string or a list of strings",
@@ -144,6 +163,61 @@ def _check_anthropic(body: dict[str, Any], messages: list[Any]) -> None:
 
 
 _CONTAINERS = (dict, list)
+
+
+def parse_body(raw: bytes) -> Any:
+    """The JSON value ``raw`` holds; GatewayError(400) when it is not JSON, nests too deeply, or holds a
+    number that is not finite or a string that is not Unicode text, naming that field.
+
+    orjson reads the usual body, and refuses exactly the ones that need a closer look: ``NaN`` and
+    ``Infinity`` literals, numbers past a double's range (``1e999``), integers past 64 bits, lone surrogate
+    escapes, invalid JSON. Only such a body is read again, with Python's json, to tell which: invalid JSON
+    is refused as such, a valid body is walked for the field to name (a big integer is fine), so a usual
+    request pays for one orjson parse and no walk.
+    """
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        data = json.loads(raw.decode("utf-8"), parse_constant=float)  # NaN and Infinity read, to be named
+    except ValueError as exc:  # json.JSONDecodeError and UnicodeDecodeError alike
+        raise GatewayError(400, f"The request body is not valid JSON: {exc}", code="invalid_json",
+                           error_class="permanent") from None
+    except RecursionError:  # the parser itself gave up, hundreds of levels past MAX_NESTING
+        raise nesting_error() from None
+    check_nesting(data)  # first, so the walk below is at most MAX_NESTING deep
+    _check_sendable(data)
+    return data
+
+
+_NOT_TEXT = "expected Unicode text; a lone surrogate escape such as \\ud800 is not a character"
+
+
+def _is_text(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _check_sendable(body: Any) -> None:
+    """Raise GatewayError(400) naming the first value, in the body's order, that no provider can be sent."""
+    stack: list[tuple[str, Any]] = [("", body)]
+    while stack:
+        path, node = stack.pop()
+        if type(node) is float and not math.isfinite(node):
+            raise _fail(path or "body", f"expected a finite number, got {node!r} (JSON has no NaN or Infinity)")
+        elif type(node) is str and not _is_text(node):
+            raise _fail(path or "body", _NOT_TEXT)
+        elif type(node) is dict:
+            for key in node:
+                if not _is_text(key):
+                    raise _fail(path or "body", f"a member's name: {_NOT_TEXT}")
+            stack.extend((f"{path}.{key}" if path else key, value) for key, value in reversed(node.items()))
+        elif type(node) is list:
+            stack.extend((f"{path}[{i}]", node[i]) for i in range(len(node) - 1, -1, -1))
 
 
 def check_nesting(body: Any) -> None:

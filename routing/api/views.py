@@ -1,4 +1,4 @@
-"""The client API: async Django views built from DRF's parser, exceptions and renderer.
+"""The client API: async Django views built from DRF's renderer; bodies are parsed by routing/api/body_check.py.
 
 DRF 3.18 has no async views, and a sync view under ASGI would buffer whole streams, so each endpoint is an
 ``async def`` that uses DRF's pieces directly. No database query, sync middleware or blocking call runs
@@ -9,19 +9,16 @@ read (routing/api/gateway_auth.py); every view but ``openapi`` refuses a caller 
 from __future__ import annotations
 
 import dataclasses
-import io
 import time
 import uuid
 from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
-from rest_framework import exceptions as drf
-from rest_framework.parsers import JSONParser
 from rest_framework.renderers import JSONRenderer
 
 from routing.api.arrival import arrival_of
-from routing.api.body_check import check_body, check_nesting, check_tool_schemas, nesting_error
+from routing.api.body_check import check_body, check_nesting, check_tool_schemas, parse_body
 from routing.api.gateway_auth import caller_of
 from routing.config.runtime import current_table
 from routing.core.categories import CATEGORIES
@@ -37,7 +34,6 @@ from routing.gateway.records import Call
 from routing.gateway.responses_endpoint import responses_call
 from routing.providers.errors import Inbound, client_error_body
 
-_parser = JSONParser()
 LIMIT_CODES = frozenset(ERROR_CODES.values())
 _renderer = JSONRenderer()
 
@@ -75,13 +71,7 @@ def _read_json(request: HttpRequest) -> dict[str, Any]:
     if not raw.strip():
         raise GatewayError(400, "The request body is empty; send a JSON object.", code="invalid_json",
                            error_class="permanent")
-    try:
-        data = _parser.parse(io.BytesIO(raw), parser_context={"encoding": "utf-8"})
-    except drf.ParseError as exc:
-        raise GatewayError(400, f"The request body is not valid JSON: {str(exc.detail).split(' - ', 1)[-1]}",
-                           code="invalid_json", error_class="permanent") from None
-    except RecursionError:  # the parser itself gave up, hundreds of levels past MAX_NESTING
-        raise nesting_error() from None
+    data = parse_body(raw)  # 400 for invalid JSON, a non-finite number or a lone surrogate, naming the field
     if not isinstance(data, dict):
         raise GatewayError(400, "The request body must be a JSON object.", code="invalid_json",
                            error_class="permanent")
