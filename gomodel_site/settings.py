@@ -480,6 +480,14 @@ if 0 < PRO_ROUTING_PROBE_INTERVAL < 0.1:
 # days); expired rows are never read and are deleted by the routing.tasks.purge_expired_responses beat task or
 # ``manage.py purge_responses``.
 GOMODEL_RESPONSES_RETENTION = env_duration("GOMODEL_RESPONSES_RETENTION", "720h", minimum=1)
+# How long a settled Idempotency-Key operation (its stored answer, or "unknown") is kept, and a tool-execution
+# ledger entry once it was claimed or reported (Go durations; 24h and 168h, 7 days): a repeat within it gets the
+# stored answer or result, a later one is new. Expired rows are never read and are deleted by the
+# routing.tasks.purge_expired_operations and purge_expired_executions beat tasks, or ``manage.py
+# purge_idempotency`` and ``manage.py purge_ledger``; a row whose lease has not lapsed (a request still in flight,
+# an execution still claimed) is kept until it does, whatever the retention (routing/clients/retention.py).
+GOMODEL_IDEMPOTENCY_RETENTION = env_duration("GOMODEL_IDEMPOTENCY_RETENTION", "24h", minimum=60)
+GOMODEL_LEDGER_RETENTION = env_duration("GOMODEL_LEDGER_RETENTION", "168h", minimum=60)
 
 # --------------------------------------------------------------------------------------------------------
 # Audit
@@ -545,6 +553,8 @@ CELERY_DB_REUSE_MAX = 1000
 CELERY_BEAT_SCHEDULE = {
     "audit-retention": {"task": "audit.tasks.purge_old_revisions", "schedule": 3600.0},
     "responses-retention": {"task": "routing.tasks.purge_expired_responses", "schedule": 3600.0},
+    "idempotency-retention": {"task": "routing.tasks.purge_expired_operations", "schedule": 3600.0},
+    "ledger-retention": {"task": "routing.tasks.purge_expired_executions", "schedule": 3600.0},
 }
 
 # --------------------------------------------------------------------------------------------------------

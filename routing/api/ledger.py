@@ -21,6 +21,7 @@ import json
 import time
 from typing import Any, Literal
 
+from django.conf import settings
 from django.db import DatabaseError, IntegrityError, transaction
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 
@@ -39,7 +40,6 @@ from routing.core.ledger import (
 from routing.gateway.gateway_error import GatewayError
 from routing.models import ToolExecution
 
-LEDGER_TTL_S = 7 * 86_400.0
 _UNAVAILABLE = GatewayError(503, "The ledger's database is not reachable; nothing was recorded. Retry later.",
                             code="ledger_unavailable", headers={"Retry-After": "5"})
 DEFAULT_LEASE_S = 300.0
@@ -78,7 +78,7 @@ def _claim(scope: str, key: str, owner: str, lease_s: float, takeover: bool) -> 
                 row = ToolExecution.objects.select_for_update().filter(key_scope=scope, execution_key=key).first()
                 now = time.time()
                 decision, new = claim_execution(_entry(row), key=key, owner=owner, now=now, lease_s=lease_s,
-                                                ttl_s=LEDGER_TTL_S, takeover_unknown=takeover)
+                                                ttl_s=settings.GOMODEL_LEDGER_RETENTION, takeover_unknown=takeover)
                 if new is not None:
                     _store(new, row, scope)
                 return decision, now
@@ -94,7 +94,7 @@ def _settle(scope: str, key: str, owner: str, state: ReportedState, result: str 
         now = time.time()
         try:
             entry = settle_execution(_entry(row), owner=owner, state=state, now=now,
-                                     ttl_s=LEDGER_TTL_S, result=result, error=error)
+                                     ttl_s=settings.GOMODEL_LEDGER_RETENTION, result=result, error=error)
         except LedgerConflict as exc:
             raise GatewayError(409, str(exc), code="ledger_conflict") from None
         _store(entry, row, scope)

@@ -2,6 +2,8 @@
 
 Every worker process (and a restarted gateway) sees the same operations. Only requests that carry an
 Idempotency-Key come here; the call runs in a worker thread so the event loop never waits on the database.
+A settled operation is kept for ``GOMODEL_IDEMPOTENCY_RETENTION`` and then deleted by the purge
+(``routing.clients.retention``).
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import time
 from typing import Literal
 
+from django.conf import settings
 from django.db import DatabaseError, IntegrityError, transaction
 
 from routing.clients.db_thread import in_db_thread
@@ -21,8 +24,6 @@ from routing.core.idempotency import (
 )
 from routing.core.ledger import LedgerConflict
 from routing.models import IdempotentOperation
-
-TTL_S = 86_400.0
 
 # How the owner's attempts ended: what finish_operation turns into the stored state (or forgets).
 FinishOutcome = Literal["completed", "failed", "unknown"]
@@ -57,7 +58,8 @@ def _begin(operation_id: str, fingerprint: str, owner: str, lease_s: float) -> B
             with transaction.atomic():
                 row = IdempotentOperation.objects.select_for_update().filter(operation_id=operation_id).first()
                 decision, new = begin_operation(_entry(row), operation_id=operation_id, fingerprint=fingerprint,
-                                                owner=owner, now=time.time(), lease_s=lease_s, ttl_s=TTL_S)
+                                                owner=owner, now=time.time(), lease_s=lease_s,
+                                                ttl_s=settings.GOMODEL_IDEMPOTENCY_RETENTION)
                 if new is not None:
                     _write(new, row, operation_id)
                 return decision
@@ -71,7 +73,8 @@ def _finish(operation_id: str, owner: str, outcome: FinishOutcome, answer: bytes
         row = IdempotentOperation.objects.select_for_update().filter(operation_id=operation_id).first()
         try:
             entry = finish_operation(_entry(row), owner=owner, outcome=outcome,
-                                     now=time.time(), ttl_s=TTL_S, answer=answer)
+                                     now=time.time(), ttl_s=settings.GOMODEL_IDEMPOTENCY_RETENTION,
+                                     answer=answer)
         except LedgerConflict:
             return  # someone else owns it now (our lease lapsed and it was taken over): leave it
         _write(entry, row, operation_id)
