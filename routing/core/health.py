@@ -25,8 +25,11 @@ The breaker is a single state machine; the error class and reason of a failure o
 Cooldown length: ``min(cooldown_max, cooldown_base * 2 ** level)`` where ``level`` counts trips since the
 breaker last closed; 401/403/404 (auth, not found, quota) take ``cooldown_max`` at once; a longer
 Retry-After wins, up to ``cooldown_max``. Only outcomes that ``punishes_target`` touch the state: never the
-client's own mistakes (PERMANENT) nor a request this target cannot serve (INCOMPATIBLE context overflow,
-unsupported parameter).
+client's own mistakes (PERMANENT), a request this target cannot serve (INCOMPATIBLE context overflow,
+unsupported parameter), nor a failure the request itself caused (``client_caused``: a timeout at the client's
+own deadline, an answer refused for what the request asked of it). A live attempt's 401/403/404 reaches
+``record`` only once it is confirmed (``routing.core.lockouts``); a confirming probe's goes to
+``record_lockout``.
 
 Time is a parameter (``now``, seconds on one clock; the wall clock keeps ``cooldown_until`` displayable).
 Not thread-safe: one event loop owns a registry.
@@ -339,6 +342,19 @@ class TargetHealth(PeakEwmaLatency):
             return
         self.last_error_reason = outcome.reason
         self._extend(kind, outcome, now)
+
+    def record_lockout(self, outcome: AttemptOutcome, now: float) -> CooldownStarted | None:
+        """A lockout confirmed with the gateway's own credentials (``routing.core.lockouts``): lock the target out
+        for every key, as a live attempt's lockout would, or extend the cooldown it is in. Latency is not fed: the
+        confirming call is a probe. Any other outcome changes nothing."""
+        kind = failure_kind(outcome)
+        if kind != "lockout":
+            return None
+        self.last_error_reason = outcome.reason
+        if self.status(now) == COOLING:
+            self._extend(kind, outcome, now)
+            return None
+        return self._trip("lockout", kind, outcome, now)
 
     def _probe_may_close(self, probe_started: float, now: float) -> bool:
         until = self.cooldown_until

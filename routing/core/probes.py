@@ -14,7 +14,13 @@ content), and a provider whose ``probe`` is ``off``.
 
 The call: ``models`` (the provider's model listing or model lookup: free, and it proves the key and the model)
 where the wire format has one that names the model, otherwise ``completion`` (a one-token chat completion,
-priced like any answer).
+priced like any answer). A listing that does not name the model proves nothing by itself (a provider may list
+only some of the models it serves): a one-token completion follows, and its outcome is the probe's, so a listing
+never turns a 5xx cooldown into a lockout nor extends one.
+
+The same call, sent at once with the gateway's own credentials, confirms a 401/403/404 that one gateway key saw
+(``routing.core.lockouts``, reason ``confirm``): a lockout answer locks the target out for every key
+(``TargetHealth.record_lockout``), a pass dismisses it, anything else leaves it to that key alone.
 """
 
 from __future__ import annotations
@@ -23,7 +29,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+from routing.core.cooldown import failure_kind
 from routing.core.health import COOLING, TargetHealth
+from routing.core.lockouts import LockoutSuspicions
 from routing.core.outcome import AttemptOutcome
 from routing.core.table import OPENAI_PRESET_KINDS
 
@@ -34,8 +42,10 @@ PROBE_MODES: tuple[ProbeMode, ...] = ("models", "completion", "off")
 # proves nothing there. Cohere is proved by a one-token completion.
 MODELS_PROBE_KINDS = frozenset({"openai", "anthropic", "gemini", *OPENAI_PRESET_KINDS})
 
-ProbeReason = Literal["transient", "lockout"]
-ProbeEffect = Literal["closed", "extended", "unchanged"]
+# ``confirm``: not a round's probe but the immediate one that confirms or dismisses a lockout one gateway key saw
+# (routing.core.lockouts); it ``confirmed`` the lockout for every key, or ``dismissed`` it.
+ProbeReason = Literal["transient", "lockout", "confirm"]
+ProbeEffect = Literal["closed", "extended", "unchanged", "confirmed", "dismissed"]
 PASSED = "passed"
 
 MIN_INTERVAL_S = 0.1  # below this a prober would spin; 0 switches probes off
@@ -111,6 +121,21 @@ def apply_probe(health: TargetHealth, outcome: AttemptOutcome, started: float, n
     before = health.cooldown_until
     health.record_probe_failure(outcome, now)
     return "extended" if health.cooldown_until != before else "unchanged"
+
+
+def apply_confirmation(health: TargetHealth, suspicions: LockoutSuspicions, outcome: AttemptOutcome,
+                       now: float) -> ProbeEffect:
+    """What a confirmation probe's outcome does to a lockout one gateway key saw at ``health``'s target:
+    ``confirmed`` (locked out for every key), ``dismissed`` (no key avoids it any more) or ``unchanged`` (it
+    proved nothing: the key that saw the lockout keeps avoiding the target until its suspicion expires)."""
+    if outcome.ok:
+        suspicions.dismiss(health.name, now)
+        return "dismissed"
+    if failure_kind(outcome) == "lockout":
+        suspicions.clear(health.name)
+        health.record_lockout(outcome, now)
+        return "confirmed"
+    return "unchanged"
 
 
 def result_word(outcome: AttemptOutcome) -> str:

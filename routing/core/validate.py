@@ -14,6 +14,12 @@ An answer is returned, cached or counted as a success only after, in this order:
 The only normalisation is deterministic: surrounding whitespace is ignored when parsing and measuring.
 Nothing is repaired: no code fences stripped, no missing field guessed, no tool argument rewritten. A
 rejected answer is an attempt that failed with ErrorClass.INVALID_RESPONSE (``Verdict.as_outcome``).
+
+Whose failure a rejection is: every stage but the first judges the answer against what this request asked of
+it (its max_tokens, its schema or JSON mode, its tools, its workload's rules) with this request's prompt, which
+the client wrote and which can talk any model out of any format. So only ``malformed`` counts against the
+target's health; every other rejection is the request's own (``AttemptOutcome.client_caused``): it still falls
+back, but it cools no target, for this caller or anyone else.
 """
 
 from __future__ import annotations
@@ -35,6 +41,8 @@ SchemaValidator = Callable[[Mapping[str, Any], Any], list[str]]
 AnswerCheck = Callable[[Answer], str | None]
 
 MAX_DETAILS = 5
+# The rejections that say something about the target rather than the request: an envelope that does not parse.
+TARGET_VERDICTS = frozenset({"malformed"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,12 +91,14 @@ class Verdict:
     details: tuple[str, ...] = ()
 
     def as_outcome(self, *, latency_s: float, status: int = 200) -> AttemptOutcome:
-        """The attempt's outcome: a success, or an INVALID_RESPONSE failure with this verdict's reason."""
+        """The attempt's outcome: a success, or an INVALID_RESPONSE failure with this verdict's reason (the
+        request's own failure unless the envelope was ``malformed``; see the module docstring)."""
         if self.ok:
             return AttemptOutcome.success(latency_s, status)
-        return AttemptOutcome.failure(
+        outcome = AttemptOutcome.failure(
             ErrorClass.INVALID_RESPONSE, self.reason, status=status, latency_s=latency_s
         )
+        return outcome if self.reason in TARGET_VERDICTS else outcome.by_client()
 
 
 ACCEPTED = Verdict(ok=True)
