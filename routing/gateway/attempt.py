@@ -56,6 +56,7 @@ class AttemptResult:
     error_body: bytes | None = None  # the upstream's error body, for relaying a client mistake
     ttfb_s: float | None = None
     usage_estimated: bool = False  # the provider reported no usage (Gemini embeddings): the gateway estimated it
+    failure_detail: str | None = None  # a TLS failure's verification message, without the host (upstream.py)
 
 
 @dataclass
@@ -138,7 +139,8 @@ async def run_json_attempt(spec: AttemptSpec) -> AttemptResult:
         if not upstream.is_transport_error(exc):
             raise
         kind = upstream.exception_kind(exc, first_byte_seen=ttfb is not None)
-        return AttemptResult(classify_exception(kind, latency_s=time.monotonic() - started), ttfb_s=ttfb)
+        return AttemptResult(classify_exception(kind, latency_s=time.monotonic() - started), ttfb_s=ttfb,
+                             failure_detail=upstream.failure_detail(exc))
     latency = time.monotonic() - started
     if response.status_code >= 300:
         outcome = classify_http_error(
@@ -203,7 +205,8 @@ async def start_stream_attempt(spec: AttemptSpec) -> AttemptResult | LiveStream:
         if not upstream.is_transport_error(exc):
             raise
         kind = upstream.exception_kind(exc, first_byte_seen=False)
-        return AttemptResult(classify_exception(kind, latency_s=time.monotonic() - started))
+        return AttemptResult(classify_exception(kind, latency_s=time.monotonic() - started),
+                             failure_detail=upstream.failure_detail(exc))
     if response.status_code >= 300:
         try:
             data = await response.aread()

@@ -57,6 +57,7 @@ _FAILURE_WORDS = {
     "auth": "the gateway's provider credentials were refused",
     "not_found": "the provider does not know the configured model",
     "key_unavailable": "the gateway has no usable provider key configured (its log names the key reference)",
+    "tls_error": "TLS to the provider failed",
 }
 
 
@@ -290,6 +291,8 @@ class AttemptLoop:
             raise GatewayError(status, self._provider_message(outcome, last.error_body), code=outcome.reason,
                                error_class="permanent", headers=headers)
         detail = _FAILURE_WORDS.get(outcome.reason, f"the last upstream attempt failed ({outcome.reason})")
+        if last.failure_detail:  # what a TLS failure's verification said (the log names the provider's host)
+            detail = f"{detail} ({last.failure_detail})"
         if self.deadline_exhausted:
             detail = f"the deadline ran out ({detail})"
         tried = len(journey.attempts)
