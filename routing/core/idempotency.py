@@ -11,6 +11,8 @@ A lapsed lease reads as UNKNOWN, but the owner, if it was only slow, may still c
 truth beats "unknown". A repeat while the first request runs is refused (in flight, 409); the same key with
 a different request is refused (mismatch, 422). An ambiguous outcome is UNKNOWN, never "nothing happened".
 The transitions are pure, time passed in; ``routing.clients.idempotency_store`` runs them in PostgreSQL.
+An entry expires ``ttl_s`` after it settles (``GOMODEL_IDEMPOTENCY_RETENTION``; never before its lease), after
+which the key starts a new operation and the purge (``routing.clients.retention``) may delete it.
 """
 
 from __future__ import annotations

@@ -13,7 +13,9 @@ the generation was retried, fell back, or the client repeated the request::
 
 An ambiguous outcome is UNKNOWN, never "nothing happened". The transitions are pure functions of
 (entry, now) -> entry, so the store runs them inside its own compare-and-set: the ledger API keeps entries in
-PostgreSQL (``routing.api.ledger``, a row lock per key). Operations (Idempotency-Key) are in
+PostgreSQL (``routing.api.ledger``, a row lock per key). An entry expires ``ttl_s`` after its claim or its
+last report (``GOMODEL_LEDGER_RETENTION``; a claim's expiry never comes before its lease), after which a claim
+starts afresh and the purge (``routing.clients.retention``) may delete it. Operations (Idempotency-Key) are in
 ``routing.core.idempotency``.
 """
 
