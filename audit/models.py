@@ -136,6 +136,11 @@ class AuditRevision(models.Model):
     billed_cost_usd = models.FloatField(null=True, blank=True)
     billed_input_tokens = models.BigIntegerField(null=True, blank=True)
     billed_output_tokens = models.BigIntegerField(null=True, blank=True)
+    usage_estimated = models.BooleanField(
+        default=False,
+        help_text="Some usage is the gateway's estimate: the provider's never arrived (a client that hung up, a "
+                  "stream cut short), or the provider reports none.",
+    )
     attempt_count = models.PositiveSmallIntegerField(default=0)
     fell_back = models.BooleanField(default=False, help_text="Another target was tried after the first.")
 
@@ -183,6 +188,9 @@ class AttemptRecord(models.Model):
     cached_input_tokens = models.BigIntegerField(default=0)
     reasoning_tokens = models.BigIntegerField(default=0)
     cost_usd = models.FloatField(null=True, blank=True)
+    usage_estimated = models.BooleanField(
+        default=False, help_text="This attempt's usage is the gateway's estimate, not the provider's.",
+    )
     health_status = models.CharField(max_length=16, blank=True, default="")
     health = models.JSONField(default=dict, blank=True)
 

@@ -13,7 +13,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.db.models import Q, QuerySet, Sum, Value
+from django.db.models.functions import Coalesce
 
 from audit.models import AttemptRecord, AuditRevision, ConfigRevision
 
@@ -285,3 +286,14 @@ def threshold_in_force(*, version: int | None = None, at: dt.datetime | None = N
     settings_entry = revision.snapshot.get("settings") if isinstance(revision.snapshot, Mapping) else None
     value = settings_entry.get("smart_routing_threshold") if isinstance(settings_entry, Mapping) else None
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def billed_since(*, since: dt.datetime, key_id: int | None = None, team: str | None = None) -> float:
+    """What the providers billed for a key's (or a team's) requests since ``since``, in USD: the budget's spend
+    as the audit trail recorded it. A range scan of the key's (or team's) composite index."""
+    if (key_id is None) == (team is None):
+        raise ValueError("billed_since takes a key_id or a team")
+    qs = AuditRevision.objects.filter(created_at__gte=since)
+    qs = qs.filter(key_id=key_id) if key_id is not None else qs.filter(team=team)
+    total = qs.aggregate(total=Sum(Coalesce("billed_cost_usd", "cost_usd", Value(0.0))))["total"]
+    return float(total or 0.0)

@@ -116,6 +116,7 @@ def revision_values(event: Mapping[str, Any]) -> dict[str, Any]:
         "reasoning_tokens": usage["reasoning_tokens"],
         "cost_usd": event.get("cost_usd"),
         **billed_values(event),
+        "usage_estimated": event.get("usage_estimated", False),
         "attempt_count": min(len(attempts), 32767),
         "fell_back": len(tried) > 1 or any(a["action"] == "fallback" for a in attempts),
         "prompt_hash": event.get("prompt_hash", ""),
@@ -164,6 +165,7 @@ def attempt_values(revision_id: int, attempt: Mapping[str, Any]) -> dict[str, An
         "cached_input_tokens": usage["cached_input_tokens"],
         "reasoning_tokens": usage["reasoning_tokens"],
         "cost_usd": attempt["cost_usd"],
+        "usage_estimated": attempt.get("usage_estimated", False),
         "health_status": health.get("status", ""),
         "health": health,
     }

@@ -439,6 +439,9 @@ if REDIS_URL:
 # Where per-key and per-team limits are counted in Redis: gateways that share one Redis database but must not
 # share their counts (two deployments, or test runs) give each its own prefix.
 GOMODEL_LIMIT_KEY_PREFIX = env_str("GOMODEL_LIMIT_KEY_PREFIX", "gomodel:limit:")
+# The output a request without max_tokens reserves per choice against a key's tpm and budget (docs/governance.md).
+GOMODEL_LIMIT_DEFAULT_OUTPUT_TOKENS = env_int("GOMODEL_LIMIT_DEFAULT_OUTPUT_TOKENS", 1024, minimum=1,
+                                              maximum=1_000_000)
 # Set for several worker processes: prometheus_client then sums the metrics of all of them.
 PROMETHEUS_MULTIPROC_DIR = env_str("PROMETHEUS_MULTIPROC_DIR", "")
 

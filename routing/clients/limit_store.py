@@ -18,9 +18,16 @@ counted by an in-process ledger instead: a warning is logged once when Redis goe
 when it answers again, and Redis is asked again at most every ``retry_after_s``. A request is never failed
 because Redis is away. An admission remembers where it was counted, and is settled there.
 
+Admission holds the request's reservation (what it may cost at most, ``routing.core.limits.Reservation``) until
+its settlement replaces it with what the answer used.
+
+Spend is durable: a store given a ``spend_source`` (the audit trail's sums, ``audit.selectors``) seeds a
+budget period's spend from the database before it counts the first request of that period (the process store),
+or whenever the Redis key is missing (evicted, or Redis restarted empty): a missing key is never read as zero.
+
 Keys (``prefix`` defaults to ``gomodel:limit:``): ``<prefix><scope>:req`` (sorted set of admission times),
-``:tok`` and ``:toksum`` (token log and its running sum), ``:slots`` (request ids by lease end),
-``:spend:<period>`` (nano-dollars).
+``:tok`` (one-second token buckets), ``:slots`` (request ids by lease end), ``:spend:<period>`` (nano-dollars),
+``:resv``, ``:resvamt``, ``:resvsum`` (the reservations in flight: ids by lease end, amounts, sums).
 """
 
 from __future__ import annotations
@@ -36,16 +43,48 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from routing.clients.limit_scripts import COUNTS, COUNTS_PER_SCOPE, LIMITS, admit_reply, counts_at
+from routing.clients.limit_scripts import (
+    ADMITTED,
+    COUNTS,
+    COUNTS_PER_SCOPE,
+    KEYS_PER_SCOPE,
+    LIMITS,
+    SPEND_MISSING,
+    admit_reply,
+    counts_at,
+)
 from routing.clients.redis_client import RedisReplyError, RedisUnavailable, RespClient, ScriptCall, Sent
 from routing.core.limit_ledger import DEFAULT_SLOT_LEASE_S, LimitLedger, Verdict, verdict_of
-from routing.core.limits import WINDOW_S, LimitScope, Refusal, ScopeCounts, period_bounds, period_id
+from routing.core.limits import (
+    NO_RESERVATION,
+    WINDOW_S,
+    LimitScope,
+    Refusal,
+    Reservation,
+    ScopeCounts,
+    period_bounds,
+    period_id,
+)
 
 logger = logging.getLogger("gomodel.limits")
 
 DEFAULT_PREFIX = "gomodel:limit:"
 _MAX_ENCODED = 10_000  # keys whose encoded script arguments are kept (cleared past it; rebuilt on use)
 _UNAVAILABLE = (RedisUnavailable, RedisReplyError, OSError)
+_SEED_TIMEOUT_S = 5.0  # a spend sum from the database that takes longer than this is treated as unavailable
+_SEED_RETRY_S = 5.0  # after a failed seed, the process store asks the database again at most this often
+
+# The spend of a scope since a unix time, in nano-dollars, from the database (the audit trail): seeds budgets.
+SpendSource = Callable[[LimitScope, float], Coroutine[Any, Any, int]]
+
+
+class SpendUnavailable(Exception):
+    """A budget's spend is not in Redis and the database could not say what it is: the request cannot be
+    admitted against that budget (the gateway answers 503; a missing spend is never read as zero)."""
+
+    def __init__(self, scope: LimitScope) -> None:
+        super().__init__(f'the spend of {scope.kind} "{scope.name}" could not be read from Redis or the database')
+        self.scope = scope
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +95,7 @@ class Admission:
     request_id: str
     verdict: Verdict
     in_redis: bool
+    reservation: Reservation = NO_RESERVATION
     # Counted in this process after Redis did not answer in time: Redis may still have run the script and
     # taken a slot, which the settlement then also returns there.
     maybe_in_redis: bool = False
@@ -67,7 +107,8 @@ class LimitStore(Protocol):
         """Whether the counts are shared by every process (Redis reachable), or this process's own."""
         ...
 
-    async def admit(self, scopes: tuple[LimitScope, ...], request_id: str) -> Admission: ...
+    async def admit(self, scopes: tuple[LimitScope, ...], request_id: str,
+                    reservation: Reservation = NO_RESERVATION) -> Admission: ...
 
     def settle(self, admission: Admission, *, tokens: int, spend_nanos: int) -> bool:
         """Release the slot and count the tokens and spend; never waits (a cancelled request's task can call it).
@@ -89,22 +130,62 @@ class LimitStore(Protocol):
 
 
 class ProcessLimitStore:
-    """Limits counted in this process only."""
+    """Limits counted in this process only; budgets seeded from the database once per period (``spend_source``)."""
 
     def __init__(self, *, slot_lease_s: float = DEFAULT_SLOT_LEASE_S,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, spend_source: SpendSource | None = None) -> None:
         self.ledger = LimitLedger(slot_lease_s=slot_lease_s)
         self._clock = clock
         self._lock = threading.Lock()  # the admin reads from another thread
+        self._spend_source = spend_source
+        # (scope ident, period id) -> True once seeded, or the unix time before which a failed seed is not retried
+        self._seeded: dict[tuple[str, str], bool | float] = {}
+        self._seeding: dict[tuple[str, str], asyncio.Future[None]] = {}
 
     @property
     def shared(self) -> bool:
         return False
 
-    async def admit(self, scopes: tuple[LimitScope, ...], request_id: str) -> Admission:
+    async def admit(self, scopes: tuple[LimitScope, ...], request_id: str,
+                    reservation: Reservation = NO_RESERVATION) -> Admission:
+        if self._spend_source is not None:
+            for scope in scopes:
+                if scope.limits.budget_usd is not None:
+                    await self._seed(scope)
         with self._lock:
-            verdict = self.ledger.admit(scopes, request_id, self._clock())
-        return Admission(scopes, request_id, verdict, in_redis=False)
+            verdict = self.ledger.admit(scopes, request_id, self._clock(), reservation)
+        return Admission(scopes, request_id, verdict, in_redis=False, reservation=reservation)
+
+    async def _seed(self, scope: LimitScope) -> None:
+        """Count what the database says this scope spent this period, once per period and process: a restart
+        does not forget a budget. Concurrent first requests wait for one read."""
+        now = self._clock()
+        slot = (scope.ident, period_id(scope.limits.budget_period, now))
+        seeded = self._seeded.get(slot)
+        if seeded is True or (isinstance(seeded, float) and now < seeded):
+            return
+        pending = self._seeding.get(slot)
+        if pending is not None:
+            await asyncio.shield(pending)
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._seeding[slot] = future
+        try:
+            spent = await _spend_since(self._spend_source, scope, now)
+            if spent is None:
+                # The database did not answer: counted from what this process sees, asked again in a while (a
+                # later seed may then count this process's own spend twice, which errs on the budget's side).
+                self._seeded[slot] = now + _SEED_RETRY_S
+                return
+            with self._lock:
+                if spent > 0:
+                    self.ledger.add_spend(scope, spent, now)
+            self._seeded[slot] = True
+            if len(self._seeded) > _MAX_ENCODED:
+                self._seeded = {s: v for s, v in self._seeded.items() if v is True}
+        finally:
+            del self._seeding[slot]
+            future.set_result(None)
 
     def settle(self, admission: Admission, *, tokens: int, spend_nanos: int) -> bool:
         with self._lock:
@@ -120,6 +201,19 @@ class ProcessLimitStore:
         return None
 
 
+async def _spend_since(source: SpendSource | None, scope: LimitScope, now: float) -> int | None:
+    """The scope's spend this budget period from the database, or None when it could not be read in time."""
+    if source is None:
+        return None
+    start, _ = period_bounds(scope.limits.budget_period, now)
+    try:
+        return await asyncio.wait_for(source(scope, start), _SEED_TIMEOUT_S)
+    except Exception as exc:  # noqa: BLE001 - any database failure: the budget is kept safe by the caller
+        logger.warning("limits: the spend of %s %r could not be read from the database (%s: %s)",
+                       scope.kind, scope.name, type(exc).__name__, exc)
+        return None
+
+
 @dataclass(frozen=True, slots=True)
 class _Fixed:
     """One key's script calls, encoded once for its scopes and budget periods: valid from ``since`` until
@@ -130,14 +224,17 @@ class _Fixed:
     until: float
     admit: ScriptCall
     settle: ScriptCall
+    keys: tuple[str, ...]
+    spend_until: tuple[int, ...]  # per scope: when its spend key may go (0: kept; -1: no budget)
     holds_slot: bool  # a scope limits concurrency: every answer returns a slot
     counts_tokens: bool  # a scope limits tokens per minute
     counts_spend: bool  # a scope has a budget
 
-    def settles(self, tokens: int, spend_nanos: int) -> bool:
-        """Whether an answer changes anything in Redis: a slot to return, tokens or spend to count (with only
-        rpm, or tokens counted only toward budgets and an answer that used none, there is no write at all)."""
-        return self.holds_slot or (tokens > 0 and self.counts_tokens) or (spend_nanos > 0 and self.counts_spend)
+    def settles(self, admission: Admission, tokens: int, spend_nanos: int) -> bool:
+        """Whether an answer changes anything in Redis: a slot or a reservation to return, tokens or spend to
+        count (with only rpm there is no write at all)."""
+        return (self.holds_slot or bool(admission.reservation.tokens or admission.reservation.nanos)
+                or (tokens > 0 and self.counts_tokens) or (spend_nanos > 0 and self.counts_spend))
 
 
 def _limit_arg(value: int | None) -> int:
@@ -157,9 +254,11 @@ class RedisLimitStore:
         slot_lease_s: float = DEFAULT_SLOT_LEASE_S,
         fallback: ProcessLimitStore | None = None,
         clock: Callable[[], float] = time.time,
+        spend_source: SpendSource | None = None,
     ) -> None:
         self._client = RespClient(url, timeout=socket_timeout)
         self.prefix = prefix
+        self._spend_source = spend_source
         self.fallback = fallback or ProcessLimitStore(slot_lease_s=slot_lease_s, clock=clock)
         self._lease_ms = int(slot_lease_s * 1000)
         self._window_ms = int(WINDOW_S * 1000)
@@ -168,16 +267,18 @@ class RedisLimitStore:
         self._down_until: float | None = None  # None: Redis is believed reachable
         self._encoded: dict[int, _Fixed] = {}  # by id() of a key's scopes tuple (checked by identity)
         self._background: set[asyncio.Task[None]] = set()  # settlements waiting for a connection
+        self._seeding: dict[str, asyncio.Future[None]] = {}  # spend keys being rebuilt from the database
 
     @property
     def shared(self) -> bool:
         """False from a failure until Redis answers again."""
         return self._down_until is None
 
-    def _keys(self, scope: LimitScope, now: float) -> tuple[str, str, str, str, str]:
+    def _keys(self, scope: LimitScope, now: float) -> tuple[str, ...]:
         base = f"{self.prefix}{scope.ident}:"
         spend = f"{base}spend:{period_id(scope.limits.budget_period, now)}"
-        return base + "req", base + "tok", base + "toksum", base + "slots", spend
+        return (base + "req", base + "tok", base + "slots", spend, base + "resv", base + "resvamt",
+                base + "resvsum")
 
     def _fixed(self, scopes: tuple[LimitScope, ...], now: float) -> _Fixed:
         """The encoded calls for ``scopes`` now (the same object for a key's requests until one of its budget
@@ -185,15 +286,13 @@ class RedisLimitStore:
         fixed = self._encoded.get(id(scopes))
         if fixed is not None and fixed.scopes is scopes and fixed.since <= now < fixed.until:
             return fixed
-        admit_keys: list[str] = []
+        keys: list[str] = []
         admit_args: list[str | int] = ["admit", self._lease_ms, self._window_ms]
-        settle_keys: list[str] = []
         settle_args: list[str | int] = ["settle", self._window_ms]
+        spend_until: list[int] = []
         since, until = -math.inf, math.inf
         for scope in scopes:
-            req, tok, toksum, slots, spend = self._keys(scope, now)
-            admit_keys += [req, tok, toksum, slots, spend]
-            settle_keys += [tok, toksum, slots, spend]
+            keys += self._keys(scope, now)
             limits = scope.limits
             budget = limits.budget_nanos
             admit_args += [_limit_arg(limits.rpm), _limit_arg(limits.tpm), _limit_arg(limits.max_concurrency),
@@ -201,10 +300,11 @@ class RedisLimitStore:
             start, end = period_bounds(limits.budget_period, now)
             keep = -1 if budget is None else 0 if end is None else int(end) + 86_400  # kept a day for the admin
             settle_args += [1 if limits.tpm is not None else 0, keep]
+            spend_until.append(keep)
             since = max(since, start)
             until = min(until, math.inf if end is None else end)
-        fixed = _Fixed(scopes, since, until, ScriptCall(LIMITS, admit_keys, admit_args, per_call=1),
-                       ScriptCall(LIMITS, settle_keys, settle_args, per_call=3),
+        fixed = _Fixed(scopes, since, until, ScriptCall(LIMITS, keys, admit_args, per_call=3),
+                       ScriptCall(LIMITS, keys, settle_args, per_call=3), tuple(keys), tuple(spend_until),
                        holds_slot=any(scope.limits.max_concurrency is not None for scope in scopes),
                        counts_tokens=any(scope.limits.tpm is not None for scope in scopes),
                        counts_spend=any(scope.limits.budget_usd is not None for scope in scopes))
@@ -213,28 +313,65 @@ class RedisLimitStore:
         self._encoded[id(scopes)] = fixed
         return fixed
 
-    async def admit(self, scopes: tuple[LimitScope, ...], request_id: str) -> Admission:
+    async def admit(self, scopes: tuple[LimitScope, ...], request_id: str,
+                    reservation: Reservation = NO_RESERVATION) -> Admission:
         if self._skip_redis():
-            return await self.fallback.admit(scopes, request_id)
-        fixed = self._fixed(scopes, self._clock())
+            return await self.fallback.admit(scopes, request_id, reservation)
         try:
-            redis_now, counted, values = admit_reply(await self._client.run_call(fixed.admit, request_id))
+            redis_now, decision, values = await self._admit_in_redis(scopes, request_id, reservation)
         except _UNAVAILABLE as exc:
             self._mark_down(exc)
-            admission = await self.fallback.admit(scopes, request_id)
+            admission = await self.fallback.admit(scopes, request_id, reservation)
             # Whether the script ran before the failure is unknown; returning a slot that was never taken
             # is harmless.
             return dataclasses.replace(admission, maybe_in_redis=admission.verdict.admitted)
         self._mark_up()
+        counted = decision == ADMITTED
         counts = tuple(counts_at(values, 2 + COUNTS_PER_SCOPE * i) for i in range(len(scopes)))
-        verdict = verdict_of(scopes, counts, redis_now)
+        verdict = verdict_of(scopes, counts, redis_now, reservation)
         if verdict.admitted != counted:
             # The script and decide() are written to agree (the store tests check it); should they not, the
             # script's decision stands, since it has already counted the request, or not.
             logger.error("the Redis limit script and the gateway disagree on %s", [s.ident for s in scopes])
             refusal = None if counted else Refusal(scopes[0], "rpm", 1.0)
             verdict = Verdict(refusal, verdict.requests, verdict.tokens)
-        return Admission(scopes, request_id, verdict, in_redis=True)
+        return Admission(scopes, request_id, verdict, in_redis=True, reservation=reservation)
+
+    async def _admit_in_redis(self, scopes: tuple[LimitScope, ...], request_id: str,
+                              reservation: Reservation) -> tuple[float, int, list[int]]:
+        """The script's reply; a budget whose spend key is missing is rebuilt from the database first (at most
+        once per scope and request)."""
+        for _ in range(len(scopes) + 1):
+            fixed = self._fixed(scopes, self._clock())
+            reply = admit_reply(await self._client.run_call(fixed.admit, request_id, reservation.tokens,
+                                                            reservation.nanos))
+            if reply[1] != SPEND_MISSING:
+                return reply
+            await self._seed(fixed, scopes, reply[2][2])
+        raise RedisReplyError("the spend keys kept disappearing while they were rebuilt")
+
+    async def _seed(self, fixed: _Fixed, scopes: tuple[LimitScope, ...], index: int) -> None:
+        """Rebuild scope ``index``'s missing spend key from the database; requests that find it missing at the
+        same time wait for one read."""
+        spend_key = fixed.keys[index * KEYS_PER_SCOPE + 3]
+        pending = self._seeding.get(spend_key)
+        if pending is not None:
+            await asyncio.shield(pending)
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._seeding[spend_key] = future
+        try:
+            scope = scopes[index]
+            spent = 0  # without an audit trail to read (the audit app is not installed) nothing was recorded
+            if self._spend_source is not None:
+                found = await _spend_since(self._spend_source, scope, self._clock())
+                if found is None:
+                    raise SpendUnavailable(scope)
+                spent = found
+            await self._client.run_script(LIMITS, list(fixed.keys), ["seed", index, spent, fixed.spend_until[index]])
+        finally:
+            del self._seeding[spend_key]
+            future.set_result(None)
 
     def settle(self, admission: Admission, *, tokens: int, spend_nanos: int) -> bool:
         if not admission.in_redis:
@@ -248,7 +385,7 @@ class RedisLimitStore:
         """Write the settlement to Redis now, or queue it for this turn's write (True), or send it as soon as a
         connection is open; its answer is handled when it comes (``_settled``)."""
         fixed = self._fixed(admission.scopes, self._clock())
-        if not fixed.settles(tokens, spend_nanos):
+        if not fixed.settles(admission, tokens, spend_nanos):
             return False
         call = fixed.settle
         args = (admission.request_id, tokens, spend_nanos)
@@ -325,8 +462,10 @@ class RedisLimitStore:
             logger.warning("limits: Redis answers again; limits are shared by every process once more")
 
 
-def make_limit_store(redis_url: str | None, *, prefix: str = DEFAULT_PREFIX) -> LimitStore:
-    """Counts in Redis when ``redis_url`` is set (shared by every process), else in this process."""
+def make_limit_store(redis_url: str | None, *, prefix: str = DEFAULT_PREFIX,
+                     spend_source: SpendSource | None = None) -> LimitStore:
+    """Counts in Redis when ``redis_url`` is set (shared by every process), else in this process; budgets are
+    seeded from ``spend_source`` (the database) in both."""
     if redis_url:
-        return RedisLimitStore(redis_url, prefix=prefix)
-    return ProcessLimitStore()
+        return RedisLimitStore(redis_url, prefix=prefix, spend_source=spend_source)
+    return ProcessLimitStore(spend_source=spend_source)

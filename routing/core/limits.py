@@ -1,23 +1,26 @@
 """Per-key and per-team limits: what they are, the budget periods, and what an answer says about them.
 
-Pure: every function takes the time as a parameter. The counting itself (sliding logs, slots, spend) is in
-``routing.core.limit_ledger``; the stores in ``routing.clients.limit_store`` keep the counts in this process
-or in Redis and both decide with ``decide`` below (the Redis script mirrors it line for line).
+Pure: every function takes the time as a parameter. The counting itself (sliding logs, slots, reservations,
+spend) is in ``routing.core.limit_ledger``; the stores in ``routing.clients.limit_store`` keep the counts in
+this process or in Redis and both decide with ``decide`` below (the Redis script mirrors it line for line).
 
 Semantics (docs/governance.md):
 
 - ``rpm N``: a sliding log of admission times; a request is admitted while fewer than N were admitted in
   the last 60 seconds, so N requests arriving at once are all admitted and no 60-second window ever holds
   more than N.
-- ``tpm N``: a sliding log of the tokens each answer really used, counted when the answer ends; a request
-  is admitted while the last 60 seconds hold fewer than N tokens.
+- ``tpm N``: the tokens each answer really used, counted in one-second buckets when the answer ends, plus
+  what the requests in flight have reserved; a request is admitted only when the last 60 seconds' tokens,
+  the reservations in flight and its own reservation fit in N.
 - ``max_concurrency N``: a slot held from admission until the answer ends (every path releases it).
 - ``budget_usd X`` per ``day``, ``week`` (from Monday), ``month`` (UTC) or ``total``: the spend of the
-  current period, counted when each answer ends; a request is admitted while it is below X.
+  current period plus the reservations in flight plus this request's reservation must fit in X.
 
-Tokens and spend are known only once an answer ends, so the counted tokens of a window (or the spend of a
-period) can exceed the limit by at most what the requests in flight at the moment it was last below the
-limit used: nothing is admitted while it is at or over the limit.
+A request's reservation is what it may cost at most (``Reservation``, worked out in ``routing.core.reserve``):
+its input estimate plus its ``max_tokens`` times ``n``, and that at the dearest price it can be served at.
+Settlement replaces the reservation with the real usage. So the counted tokens of a window (or the spend of
+a period) exceed the limit only by what answers used beyond their own reservations, whatever the number of
+requests in flight.
 """
 
 from __future__ import annotations
@@ -80,12 +83,23 @@ class LimitScope:
     limits: Limits
 
 
+class Reservation(NamedTuple):
+    """What one request may cost at most, held from its admission until its settlement."""
+
+    tokens: int = 0
+    nanos: int = 0
+
+
+NO_RESERVATION = Reservation()
+
+
 class ScopeCounts(NamedTuple):
     """What a store counted for one scope at ``now``, before this request is added.
 
     Times are seconds on the store's clock (``now`` is on the same clock). ``tokens_retry_s`` is when the
-    token window falls below the limit again (only computed when it is at or over it). A named tuple rather
-    than a frozen dataclass: one is built per scope and request, in a third of the time.
+    token window has room for this request's reservation again (only computed when it has not). ``reserved_*``
+    are the reservations of the requests in flight. A named tuple rather than a frozen dataclass: one is built
+    per scope and request, in a third of the time.
     """
 
     requests: int = 0
@@ -95,6 +109,8 @@ class ScopeCounts(NamedTuple):
     tokens_retry_s: float | None = None
     slots: int = 0
     spend_nanos: int = 0
+    reserved_tokens: int = 0
+    reserved_nanos: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +118,11 @@ class Refusal:
     scope: LimitScope
     limit: str  # one of LIMIT_NAMES
     retry_after_s: float
+    # For tpm and budget: why. "used" (the window or period is used up), "in_flight" (the reservations of
+    # requests in flight leave no room for this one's), "too_large" (this request alone reserves more than the
+    # limit, so waiting cannot help); with what it reserved.
+    detail: str = "used"
+    reserved: int = 0
 
     @property
     def code(self) -> str:
@@ -113,38 +134,56 @@ class Refusal:
         if self.limit == "rpm":
             return f"Rate limit reached for {who}: {limits.rpm} requests per minute. Retry after the Retry-After delay."
         if self.limit == "tpm":
+            if self.detail == "too_large":
+                return (f"Request too large for {who}: it may use up to {self.reserved} tokens (its input estimate "
+                        f"plus max_tokens times n), more than the limit of {limits.tpm} tokens per minute. "
+                        "Lower max_tokens (or n), or shorten the input.")
+            if self.detail == "in_flight":
+                return (f"Rate limit reached for {who}: {limits.tpm} tokens per minute, with the tokens reserved by "
+                        f"requests in flight; this request may use up to {self.reserved}. Retry after the "
+                        "Retry-After delay, or lower max_tokens.")
             return f"Rate limit reached for {who}: {limits.tpm} tokens per minute. Retry after the Retry-After delay."
         if self.limit == "concurrency":
             return (f"Concurrency limit reached for {who}: {limits.max_concurrency} requests in flight at once. "
                     "Retry when one of them has finished.")
         period = "in total" if limits.budget_period == "total" else f"per {limits.budget_period}"
+        if self.detail in ("too_large", "in_flight"):
+            may_cost = f"{self.reserved / NANOS_PER_USD:.6f}".rstrip("0").rstrip(".")
+            beside = " beside the requests in flight" if self.detail == "in_flight" else ""
+            return (f"Budget exceeded for {who}: {limits.budget_usd:g} USD {period}; this request may cost up to "
+                    f"{may_cost} USD (its input estimate plus max_tokens at the dearest price it can be served at), "
+                    f"more than is left{beside}. Lower max_tokens, or raise the budget.")
         end = ("; it does not reset" if limits.budget_period == "total"
                else f"; it resets at the start of the next {limits.budget_period} (UTC)")
         return f"Budget exceeded for {who}: {limits.budget_usd:g} USD {period}{end}."
 
 
 def decide(scopes: tuple[LimitScope, ...], counts: tuple[ScopeCounts, ...], now: float,
-           period_end: tuple[float | None, ...]) -> Refusal | None:
+           period_end: tuple[float | None, ...], reservation: Reservation = NO_RESERVATION) -> Refusal | None:
     """The limit this request breaks for longest, or None when it breaks none.
 
-    ``period_end[i]`` is when scope i's budget period ends (None for ``total``). Of every limit that refuses,
-    the one with the longest wait is reported (its code and message explain the Retry-After, and a client
-    that waits it is not refused again by another one); on a tie the key comes before its team, and budget,
-    rpm, tpm, concurrency in that order.
+    ``period_end[i]`` is when scope i's budget period ends (None for ``total``). A request whose reservation
+    fits the limit but not beside the reservations in flight is told to retry in a second (one of them settles
+    soon, usually for less than it reserved). Of every limit that refuses, the one with the longest wait is
+    reported (its code and message explain the Retry-After, and a client that waits it is not refused again by
+    another one); on a tie the key comes before its team, and budget, rpm, tpm, concurrency in that order.
     """
     refusals: list[Refusal] = []
     for scope, count, end in zip(scopes, counts, period_end, strict=True):
         limits = scope.limits
         budget = limits.budget_nanos
-        if budget is not None and count.spend_nanos >= budget:
-            wait = TOTAL_BUDGET_RETRY_S if end is None else max(end - now, 1.0)
-            refusals.append(Refusal(scope, "budget", wait))
+        if budget is not None:
+            refusal = _over_budget(scope, count, budget, reservation.nanos, now, end)
+            if refusal is not None:
+                refusals.append(refusal)
         if limits.rpm is not None and count.requests >= limits.rpm:
             oldest = count.oldest_request_s
             refusals.append(Refusal(scope, "rpm", WINDOW_S if oldest is None else oldest + WINDOW_S - now))
-        if limits.tpm is not None and count.tokens >= limits.tpm:
-            retry = count.tokens_retry_s
-            refusals.append(Refusal(scope, "tpm", WINDOW_S if retry is None else retry - now))
+        tpm = limits.tpm
+        if tpm is not None:
+            refusal = _over_tpm(scope, count, tpm, reservation.tokens, now)
+            if refusal is not None:
+                refusals.append(refusal)
         if limits.max_concurrency is not None and count.slots >= limits.max_concurrency:
             refusals.append(Refusal(scope, "concurrency", 1.0))
     if not refusals:
@@ -154,6 +193,33 @@ def decide(scopes: tuple[LimitScope, ...], counts: tuple[ScopeCounts, ...], now:
         if refusal.retry_after_s > longest.retry_after_s:
             longest = refusal
     return longest
+
+
+def _over_budget(scope: LimitScope, count: ScopeCounts, budget: int, own: int, now: float,
+                 end: float | None) -> Refusal | None:
+    spend = count.spend_nanos
+    until_reset = TOTAL_BUDGET_RETRY_S if end is None else max(end - now, 1.0)
+    if spend >= budget:
+        return Refusal(scope, "budget", until_reset)
+    if spend + own > budget:  # waiting for this period cannot help
+        return Refusal(scope, "budget", until_reset, "too_large", own)
+    if spend + count.reserved_nanos + own > budget:
+        return Refusal(scope, "budget", 1.0, "in_flight", own)
+    return None
+
+
+def _over_tpm(scope: LimitScope, count: ScopeCounts, tpm: int, own: int, now: float) -> Refusal | None:
+    if own > tpm:
+        return Refusal(scope, "tpm", WINDOW_S, "too_large", own)
+    retry = count.tokens_retry_s
+    wait = WINDOW_S if retry is None else max(retry - now, 0.001)
+    if count.tokens >= tpm:
+        return Refusal(scope, "tpm", wait)
+    if count.tokens + own > tpm:
+        return Refusal(scope, "tpm", wait, "in_flight" if count.reserved_tokens else "used", own)
+    if count.tokens + count.reserved_tokens + own > tpm:
+        return Refusal(scope, "tpm", 1.0, "in_flight", own)
+    return None
 
 
 def retry_after_header(seconds: float) -> str:
@@ -239,11 +305,13 @@ class Standing(NamedTuple):
 
 
 def standings(scopes: tuple[LimitScope, ...], counts: tuple[ScopeCounts, ...], now: float,
-              admitted: bool) -> tuple[Standing | None, Standing | None]:
-    """(requests, tokens): the scope with the least room on each dimension, counting this request when
-    ``admitted``. None for a dimension no scope limits.
+              admitted: bool, reservation: Reservation = NO_RESERVATION) -> tuple[Standing | None, Standing | None]:
+    """(requests, tokens): the scope with the least room on each dimension, counting this request (and its
+    reservation) when ``admitted``. None for a dimension no scope limits.
 
-    ``reset`` is when the room next grows: the oldest counted request (or token entry) leaves the window.
+    ``reset`` is when the room next grows: the oldest counted request (or token bucket) leaves the window.
+    The tokens' room is the limit less the window's tokens and the reservations in flight, as OpenAI's
+    remaining tokens count a request's ``max_tokens`` from its admission.
     """
     requests: Standing | None = None
     tokens: Standing | None = None
@@ -257,7 +325,8 @@ def standings(scopes: tuple[LimitScope, ...], counts: tuple[ScopeCounts, ...], n
                 requests = Standing(rpm, remaining, 0.0 if oldest is None else max(0.0, oldest + WINDOW_S - now))
         tpm = limits.tpm
         if tpm is not None:
-            remaining = max(0, tpm - count.tokens)
+            held = count.tokens + count.reserved_tokens + (reservation.tokens if admitted else 0)
+            remaining = max(0, tpm - held)
             if tokens is None or remaining < tokens.remaining:
                 oldest = count.oldest_tokens_s
                 tokens = Standing(tpm, remaining, 0.0 if oldest is None else max(0.0, oldest + WINDOW_S - now))

@@ -199,6 +199,9 @@ class KeySpec:
     team: TeamSpec | None = None
     # The key's and its team's limits that are set, key first; derived once here, read on every request.
     limit_scopes: tuple[LimitScope, ...] = field(default=(), compare=False, repr=False)
+    # Whether a scope limits tokens per minute / has a budget: then a request holds a reservation of that kind.
+    reserves_tokens: bool = field(default=False, compare=False, repr=False)
+    reserves_money: bool = field(default=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         scopes = []
@@ -209,6 +212,8 @@ class KeySpec:
             if team is not None and team.limits.active:
                 scopes.append(LimitScope("team", team.name, f"team:{team.name}", team.limits))
         object.__setattr__(self, "limit_scopes", tuple(scopes))
+        object.__setattr__(self, "reserves_tokens", any(s.limits.tpm is not None for s in scopes))
+        object.__setattr__(self, "reserves_money", any(s.limits.budget_usd is not None for s in scopes))
 
     @property
     def team_name(self) -> str:

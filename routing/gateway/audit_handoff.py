@@ -59,6 +59,7 @@ def build_event(call: Call, journey: Journey, elapsed_s: float) -> dict[str, Any
         "latency_ms": round(elapsed_s * 1000, 2),
         "ttfb_ms": None if journey.ttfb_s is None else round(journey.ttfb_s * 1000, 2),
         "usage": usage_dict(journey.usage),
+        "usage_estimated": journey.usage_estimated,
         "cost_usd": journey.cost,
         "validation": journey.validation,
         "config_version": call.table.version,

@@ -10,27 +10,93 @@ this turn of the event loop, and then ``settle_limits`` yields once so that it h
 sent; its answer is handled when it comes. A request whose task is being cancelled settles the same way,
 without the yield (``settle_limits_soon``).
 A key without limits costs nothing here: its ``limit_scopes`` is empty.
+
+Admission holds the request's reservation (``routing.core.reserve``): its input estimate plus ``max_tokens``
+(``GOMODEL_LIMIT_DEFAULT_OUTPUT_TOKENS`` when absent) times ``n``, at the dearest price of the models the
+requested name reaches. Settlement replaces it with what every attempt was billed; an attempt whose usage never
+arrived (the client hung up while it ran, a stream cut before its usage) is settled at an estimate, marked on
+its audit record. Requests that use no model (``explain``, the ledger) count toward the key's requests only
+(``admit_request``).
 """
 
 from __future__ import annotations
 
 import asyncio
 
-from routing.core.limits import NANOS_PER_USD, rate_limit_headers, retry_after_header
-from routing.core.table import KeySpec
+from django.conf import settings
+
+from routing.clients.limit_store import SpendUnavailable
+from routing.core.answer import Usage
+from routing.core.limits import NANOS_PER_USD, NO_RESERVATION, Reservation, rate_limit_headers, retry_after_header
+from routing.core.outcome import EARLY_FAILURE_REASONS, ErrorClass
+from routing.core.reserve import Price, output_allowance, reservation
+from routing.core.table import KeySpec, RoutingTable
+from routing.gateway.attempt import model_cost
 from routing.gateway.gateway_error import GatewayError
 from routing.gateway.records import Call, Journey
 from routing.gateway.state import state
 from routing.ops import metrics
 
+_PRICES: dict[tuple[int, str], tuple[Price, ...]] = {}  # (table version, name) -> the prices it can reach
+_MAX_PRICED_NAMES = 4096
+
+
+def _prices(table: RoutingTable, name: str) -> tuple[Price, ...]:
+    """The distinct prices of the models ``name`` can end up at, once per routing table version."""
+    slot = (table.version, name)
+    found = _PRICES.get(slot)
+    if found is None:
+        found = tuple({Price(m.input_price or 0.0, m.output_price or 0.0) for m in table.leaf_models(name)})
+        if len(_PRICES) >= _MAX_PRICED_NAMES:
+            _PRICES.clear()
+        _PRICES[slot] = found
+    return found
+
+
+def request_reservation(call: Call, key: KeySpec) -> Reservation:
+    """What this request may cost at most, on the dimensions the key's and team's limits count."""
+    if not (key.reserves_tokens or key.reserves_money):
+        return NO_RESERVATION
+    features = call.features
+    if call.endpoint == "embeddings":
+        output = 0
+    else:
+        n = call.body.get("n")
+        choices = n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 1
+        output = output_allowance(features.max_output_tokens, choices, settings.GOMODEL_LIMIT_DEFAULT_OUTPUT_TOKENS)
+    prices = _prices(call.table, features.model) if key.reserves_money else ()
+    return reservation(input_tokens=features.estimated_input_tokens, output_tokens=output, prices=prices,
+                       tokens=key.reserves_tokens, money=key.reserves_money)
+
 
 async def admit_limits(call: Call, journey: Journey) -> None:
-    """Count this request against its key's and team's limits, or raise the 429 of the first one it breaks."""
+    """Count this request against its key's and team's limits, holding its reservation, or raise the 429 of
+    the first one it breaks."""
     key = call.key
     if key is None or not key.limit_scopes:
         return
+    await _admit(call, journey, key, request_reservation(call, key))
+
+
+async def admit_request(call: Call, journey: Journey) -> None:
+    """Count a request that calls no model (``explain``, the ledger) toward the key's requests per minute and
+    concurrency: it reserves no tokens and no money. Settle it with ``settle_limits`` like any other."""
+    key = call.key
+    if key is None or not key.limit_scopes:
+        return
+    await _admit(call, journey, key, NO_RESERVATION)
+
+
+async def _admit(call: Call, journey: Journey, key: KeySpec, reserved: Reservation) -> None:
     store = state.limits
-    admission = await store.admit(key.limit_scopes, call.request_id)
+    try:
+        admission = await store.admit(key.limit_scopes, call.request_id, reserved)
+    except SpendUnavailable as exc:
+        journey.limit_refused = f"{exc.scope.kind}:budget"
+        raise GatewayError(503, f"The budget of {exc.scope.kind} \"{exc.scope.name}\" cannot be checked right now: "
+                           "its spend is neither in Redis nor readable from the database. Retry shortly.",
+                           code="budget_unavailable", headers={"Retry-After": "5"},
+                           error_class="transient") from None
     _count_store(admission.in_redis, store.shared)
     verdict = admission.verdict
     journey.limit_headers = rate_limit_headers(verdict.requests, verdict.tokens)
@@ -51,8 +117,28 @@ def _count_store(in_redis: bool, shared: bool) -> None:
     metrics.LIMIT_STORE_REDIS.set(1 if in_redis and shared else 0)
 
 
+def charge_abandoned(call: Call, journey: Journey) -> None:
+    """Estimate the usage of every attempt that was sent and never answered: still running when its client hung
+    up, or timed out. The provider goes on producing, and billing, an answer nobody reads, so such an attempt
+    costs its input estimate and all the output it may produce; its record says its usage is estimated. Called
+    once the request has ended, before its audit event is handed over (``responses.finish``)."""
+    for record in journey.attempts:
+        if record.usage is not None:
+            continue
+        outcome = record.outcome
+        if outcome is not None and not (outcome.error_class == ErrorClass.AMBIGUOUS
+                                        and outcome.reason not in EARLY_FAILURE_REASONS):
+            continue
+        model = call.table.models.get(record.target)
+        if model is None:
+            continue
+        record.usage = Usage(call.features.estimated_input_tokens, _abandoned_output(call))
+        record.cost = model_cost(model, record.usage)
+        record.usage_estimated = journey.usage_estimated = True
+
+
 def _billed(journey: Journey) -> tuple[int, int]:
-    """Tokens and nano-dollars of every attempt whose usage the provider reported (failed ones included)."""
+    """Tokens and nano-dollars of every attempt whose usage is known or estimated (failed ones included)."""
     tokens = 0
     cost = 0.0
     for record in journey.attempts:
@@ -63,7 +149,18 @@ def _billed(journey: Journey) -> tuple[int, int]:
     return tokens, round(cost * NANOS_PER_USD)
 
 
-def _take(journey: Journey) -> tuple[int, int] | None:
+def _abandoned_output(call: Call) -> int:
+    """The output charged for an answer the gateway never saw: all it may have produced (its reservation's
+    output). The provider was not told to stop, so nothing less can be known; a client that wants to pay less
+    for a request it abandons sends a smaller ``max_tokens``."""
+    if call.endpoint == "embeddings":
+        return 0
+    n = call.body.get("n")
+    choices = n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 1
+    return output_allowance(call.features.max_output_tokens, choices, settings.GOMODEL_LIMIT_DEFAULT_OUTPUT_TOKENS)
+
+
+def _take(call: Call, journey: Journey) -> tuple[int, int] | None:
     """The usage to settle, once: None when there is nothing (left) to settle."""
     if journey.limits is None or journey.limits_settled:
         return None
@@ -75,19 +172,19 @@ async def settle_limits(call: Call, journey: Journey) -> None:
     """Release the request's slot and count what it used; a second call does nothing. Redis is not waited for:
     a settlement queued behind other commands goes out with this turn's write, which one yield lets happen
     before the caller sends its answer."""
-    if _settle(journey):
+    if _settle(call, journey):
         await asyncio.sleep(0)
 
 
 def settle_limits_soon(call: Call, journey: Journey) -> None:
     """``settle_limits`` for a request whose own task is being cancelled: nothing is awaited (its client is
     gone; the settlement goes out with the next write to Redis all the same)."""
-    _settle(journey)
+    _settle(call, journey)
 
 
-def _settle(journey: Journey) -> bool:
+def _settle(call: Call, journey: Journey) -> bool:
     """Settle once; True when the settlement waits in the queue for this turn's write to Redis."""
-    billed = _take(journey)
+    billed = _take(call, journey)
     admission = journey.limits
     if billed is None or admission is None:
         return False

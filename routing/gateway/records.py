@@ -260,6 +260,7 @@ class AttemptRecord:
     validation: str = "not_run"
     health: dict[str, Any] | None = None
     error_message: str | None = None
+    usage_estimated: bool = False  # the provider's usage never arrived whole: the gateway estimated it
 
     def as_event(self) -> dict[str, Any]:
         outcome = self.outcome
@@ -278,6 +279,7 @@ class AttemptRecord:
             "action": self.action,
             "validation": self.validation,
             "health": self.health,
+            "usage_estimated": self.usage_estimated,
         }
 
 

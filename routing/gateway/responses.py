@@ -20,6 +20,7 @@ from routing.core.answer import Answer
 from routing.core.health import TargetHealth
 from routing.core.ledger import execution_key
 from routing.core.outcome import AttemptOutcome, ErrorClass
+from routing.core.reserve import estimate_cut_usage
 from routing.core.table import ModelSpec
 from routing.core.validate import ValidationRules, validate_answer
 from routing.gateway import audit_handoff, governance, stored_responses
@@ -255,6 +256,12 @@ class _StreamBooking:
         now = time.monotonic()
         health.end(now, probe=self.probe)
         usage = translator.usage
+        if failure is not None and not translator.ended:
+            # Cut short (the client hung up, the upstream failed): the provider's usage never arrived whole, so
+            # it is what it did report, or the prompt's estimate, and the output read so far.
+            usage = estimate_cut_usage(usage, input_estimate=call.features.estimated_input_tokens,
+                                       answer=translator.answer)
+            record.usage_estimated = journey.usage_estimated = True
         record.usage = usage
         state.quotas.add_tokens(model.name, usage.total_tokens, now)  # the provider's tpm counts real usage
         record.cost = model_cost(model, usage)
@@ -314,6 +321,8 @@ def finish(call: Call, journey: Journey) -> None:
     """Metrics and the audit event; neither blocks the event loop."""
     elapsed = time.monotonic() - call.started
     label = journey.requested_model if call.table.kind_of(journey.requested_model) else "unknown"
+    if call.endpoint != "count_tokens":  # a count is advisory and never charged (routing.gateway.count_tokens)
+        governance.charge_abandoned(call, journey)
     # endpoint: "openai" or "anthropic" for chat (the client's shape), else "embeddings" or "count_tokens"
     metrics.REQUESTS.labels(call.audit_endpoint, label, str(journey.status)).inc()
     metrics.REQUEST_DURATION.labels(call.audit_endpoint).observe(elapsed)

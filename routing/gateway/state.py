@@ -30,6 +30,8 @@ from routing.gateway.shared_sync import SharedSync
 
 MAX_WARM_SESSIONS = 100_000
 
+from routing.gateway.spend_history import spend_source
+from routing.ops import metrics
 
 @dataclass
 class GatewayState:
@@ -65,7 +67,8 @@ class GatewayState:
     def limits(self) -> LimitStore:
         """Where per-key and per-team limits are counted: Redis when ``REDIS_URL`` is set, else this process."""
         if self._limits is None:
-            self._limits = make_limit_store(settings.REDIS_URL or None, prefix=settings.GOMODEL_LIMIT_KEY_PREFIX)
+            self._limits = make_limit_store(settings.REDIS_URL or None, prefix=settings.GOMODEL_LIMIT_KEY_PREFIX,
+                                            spend_source=spend_source())
         return self._limits
 
     @property

@@ -390,7 +390,7 @@ def test_closing_the_store_waits_a_bounded_time_for_a_settlement_and_counts_it_h
     """A Redis that answers the admission and then falls silent: ``aclose`` returns within the socket timeout,
     and the settlement Redis never confirmed is counted in this process meanwhile (as during an outage)."""
     scopes = (scope(tpm=100),)
-    counted = f"{int(time.time() * 1000)},1,0,-1,0,-1,-1,0,0"
+    counted = f"{int(time.time() * 1000)},1,0,-1,0,-1,-1,0,0,0,0"
 
     served = asyncio.Event()
 

@@ -98,9 +98,9 @@ def test_retry_after_is_whole_seconds_and_at_least_one() -> None:
 
 
 def test_tokens_admit_while_the_window_has_room_and_the_overshoot_is_what_was_in_flight() -> None:
-    """tpm 1000: three requests admitted at once (room), each then uses 600 tokens. The window holds 1800
-    (the overshoot, 800, is below what the three in flight used), and nothing is admitted until it drops
-    below 1000 again: 60 s after the second answer was counted."""
+    """tpm 1000, requests that reserve nothing: three admitted at once (room), each then uses 600 tokens. The
+    window holds 1800 (the overshoot, 800, is what they used beyond their reservations), and nothing is admitted
+    until it drops below 1000 again: when the second answer's one-second bucket has left the window."""
     ledger = LimitLedger()
     scopes = (scope(tpm=1000),)
     for rid in "abc":
@@ -111,9 +111,9 @@ def test_tokens_admit_while_the_window_has_room_and_the_overshoot_is_what_was_in
     refused = ledger.admit(scopes, "d", T0 + 4)
     assert refused.refusal is not None
     assert refused.refusal.limit == "tpm"
-    assert refused.refusal.retry_after_s == pytest.approx(58.0)  # 1800 - 600 - 600 < 1000 at T0 + 2 + 60
-    assert not ledger.admit(scopes, "e", T0 + 61.5).admitted  # 1200 left: still at or over
-    assert ledger.admit(scopes, "f", T0 + 62).admitted
+    assert refused.refusal.retry_after_s == pytest.approx(59.0)  # 1800 - 600 - 600 < 1000 at T0 + 2 + 1 + 60
+    assert not ledger.admit(scopes, "e", T0 + 62.5).admitted  # 1200 left: still at or over
+    assert ledger.admit(scopes, "f", T0 + 63).admitted
 
 
 def test_concurrency_slots_are_held_until_settled_and_lapse_after_the_lease() -> None:

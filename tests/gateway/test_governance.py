@@ -138,11 +138,13 @@ def test_tokens_are_counted_from_a_stream_when_it_ends(sim: SimulatorServer, tab
 
 def test_a_budget_refuses_once_spent_and_says_when_it_resets(
         sim: SimulatorServer, table: RoutingTable) -> None:
-    limited = key("thrifty", budget_usd=0.000001, budget_period="day")
+    # "hello" reserves about 2 tokens in and max_tokens 5 out: 12 micro-dollars at 1 and 2 USD per million. The
+    # first answer's spend leaves less than that for the second.
+    limited = key("thrifty", budget_usd=0.000015, budget_period="day")
 
     async def scenario() -> tuple[support.Reply, support.Reply]:
-        return (await answer(request(table, "primary", key=limited)),
-                await answer(request(table, "primary", key=limited)))
+        return (await answer(request(table, "primary", key=limited, max_tokens=5)),
+                await answer(request(table, "primary", key=limited, max_tokens=5)))
 
     first, second = run(scenario())
     assert first.status == 200

@@ -79,7 +79,8 @@ def test_the_settlement_of_a_json_answer_is_in_redis_when_the_answer_is_returned
 
 
 def test_closing_the_limit_store_at_a_stop_waits_for_the_last_settlements(
-        sim: SimulatorServer, table: RoutingTable, prefix: str) -> None:
+        sim: SimulatorServer, table: RoutingTable, prefix: str, transactional_db: None) -> None:
+    # transactional_db: the budget's spend is seeded from the database (the audit trail) from a database thread
     limited = key("last-one", tpm=1_000_000, budget_usd=5.0, budget_period="total")
 
     async def scenario() -> tuple[int, int]:
