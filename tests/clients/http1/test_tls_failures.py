@@ -193,7 +193,7 @@ def test_a_tls_failure_is_a_target_fault_that_is_not_retried_on_the_same_target(
 
 
 def test_it_logs_one_warning_naming_provider_host_and_verification_never_the_key(
-        run: Any, certificates: dict[str, Any], caplog: pytest.LogCaptureFixture, settings: Any) -> None:
+        run: Any, certificates: dict[str, Any], caplog: pytest.LogCaptureFixture) -> None:
     issued: Issued = certificates["self_signed"]
     secret = "sk-tls-test-0123456789abcdefghij"
 
