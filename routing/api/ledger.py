@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from typing import Any, Literal
 
 from django.conf import settings
@@ -38,6 +39,7 @@ from routing.core.ledger import (
     settle_execution,
 )
 from routing.gateway.gateway_error import GatewayError
+from routing.gateway.governance import RequestCount
 from routing.models import ToolExecution
 
 _UNAVAILABLE = GatewayError(503, "The ledger's database is not reachable; nothing was recorded. Retry later.",
@@ -130,60 +132,72 @@ def _storable(text: str, name: str) -> str:
     return text
 
 
-def _caller_scope(request: HttpRequest) -> str:
-    """The scope of the caller's entries; raises the 401 of a caller without a valid key."""
-    return caller_of(request, current_table()).scope
-
-
 async def ledger(request: HttpRequest, action: str) -> HttpResponseBase:
     try:
         if request.method != "POST":
             raise GatewayError(405, f"Use POST for /v1/ledger/{action}.", code="method_not_allowed")
-        scope = _caller_scope(request)
-        body = views._read_json(request)
-        key = _field(body, "execution_key", str)
-        owner = _field(body, "owner", str)
-        if action == "claim":
-            lease = body.get("lease_seconds", DEFAULT_LEASE_S)
-            if isinstance(lease, bool) or not isinstance(lease, int | float) or not 0 < lease <= 86_400:
-                raise GatewayError(400, "lease_seconds: expected a number of seconds up to 86400",
-                                   param="lease_seconds", code="invalid_request")
-            takeover = bool(body.get("takeover_unknown", False))
-            decision, now = await in_db_thread(_claim)(scope, key, owner, float(lease), takeover)
-            status = 200 if decision.kind == "claimed" else 409
-            return _json({"decision": decision.kind, **_view(decision.entry, now)}, status)
-        if action == "complete":
-            result = body.get("result")
-            text = _storable(result, "result") if isinstance(result, str) else json.dumps(result)
-            entry, now = await in_db_thread(_settle)(scope, key, owner, "completed", text, None)
-        elif action == "fail":
-            retryable = bool(body.get("retryable", False))
-            error = _field(body, "error", str)
-            entry, now = await in_db_thread(_settle)(scope, key, owner, "pending" if retryable else "failed", None,
-                                                     error)
-        elif action == "unknown":
-            detail = _field(body, "detail", str)
-            entry, now = await in_db_thread(_settle)(scope, key, owner, "unknown", None, detail)
-        else:
-            raise GatewayError(404, f"Unknown ledger action `{action}`.", code="unknown_endpoint")
-        return _json(_view(entry, now))
+        caller = caller_of(request, current_table())
+        async with RequestCount(caller.key, uuid.uuid4().hex) as limit_headers:  # a request: no tokens, no spend
+            response = await _act(request, action, caller.scope)
     except DatabaseError:
         return views.error_response("openai", _UNAVAILABLE)
     except GatewayError as exc:
         return views.error_response("openai", exc)
+    return _with_headers(response, limit_headers)
+
+
+async def _act(request: HttpRequest, action: str, scope: str) -> HttpResponse:
+    body = views._read_json(request)
+    key = _field(body, "execution_key", str)
+    owner = _field(body, "owner", str)
+    if action == "claim":
+        lease = body.get("lease_seconds", DEFAULT_LEASE_S)
+        if isinstance(lease, bool) or not isinstance(lease, int | float) or not 0 < lease <= 86_400:
+            raise GatewayError(400, "lease_seconds: expected a number of seconds up to 86400",
+                               param="lease_seconds", code="invalid_request")
+        takeover = bool(body.get("takeover_unknown", False))
+        decision, now = await in_db_thread(_claim)(scope, key, owner, float(lease), takeover)
+        status = 200 if decision.kind == "claimed" else 409
+        return _json({"decision": decision.kind, **_view(decision.entry, now)}, status)
+    if action == "complete":
+        result = body.get("result")
+        text = _storable(result, "result") if isinstance(result, str) else json.dumps(result)
+        entry, now = await in_db_thread(_settle)(scope, key, owner, "completed", text, None)
+    elif action == "fail":
+        retryable = bool(body.get("retryable", False))
+        error = _field(body, "error", str)
+        entry, now = await in_db_thread(_settle)(scope, key, owner, "pending" if retryable else "failed", None,
+                                                 error)
+    elif action == "unknown":
+        detail = _field(body, "detail", str)
+        entry, now = await in_db_thread(_settle)(scope, key, owner, "unknown", None, detail)
+    else:
+        raise GatewayError(404, f"Unknown ledger action `{action}`.", code="unknown_endpoint")
+    return _json(_view(entry, now))
 
 
 async def ledger_get(request: HttpRequest, key: str) -> HttpResponseBase:
     try:
-        scope = _caller_scope(request)
+        caller = caller_of(request, current_table())
         _storable(key, "execution_key")
-        row = await in_db_thread(lambda: ToolExecution.objects.filter(key_scope=scope, execution_key=key).first())()
+        async with RequestCount(caller.key, uuid.uuid4().hex) as limit_headers:
+            scope = caller.scope
+            row = await in_db_thread(
+                lambda: ToolExecution.objects.filter(key_scope=scope, execution_key=key).first())()
         entry = _entry(row)
         now = time.time()
         if entry is None or now >= entry.expires_at:
-            raise GatewayError(404, "No ledger entry for this execution key.", code="not_found")
-        return _json(_view(entry, now))
+            raise GatewayError(404, "No ledger entry for this execution key.", code="not_found",
+                               headers=limit_headers)
+        response = _json(_view(entry, now))
     except DatabaseError:
         return views.error_response("openai", _UNAVAILABLE)
     except GatewayError as exc:
         return views.error_response("openai", exc)
+    return _with_headers(response, limit_headers)
+
+
+def _with_headers(response: HttpResponse, headers: dict[str, str]) -> HttpResponse:
+    for name, value in headers.items():
+        response[name] = value
+    return response

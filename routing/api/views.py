@@ -30,6 +30,7 @@ from routing.gateway import engine
 from routing.gateway.count_tokens import count_tokens as count_tokens_call
 from routing.gateway.explain import explain_call
 from routing.gateway.gateway_error import GatewayError
+from routing.gateway.governance import RequestCount
 from routing.gateway.records import Call
 from routing.gateway.responses_endpoint import responses_call
 from routing.providers.errors import Inbound, client_error_body
@@ -189,7 +190,8 @@ async def count_tokens(request: HttpRequest) -> HttpResponseBase:
                     features=extract_features(body, "anthropic"),
                     headers={name.lower(): value for name, value in request.headers.items()}, table=table,
                     started=arrival.monotonic, started_unix=arrival.unix, endpoint="count_tokens")
-        return await count_tokens_call(call)
+        async with RequestCount(caller.key, request_id) as limit_headers:  # a request, if not tokens or spend
+            response = await count_tokens_call(call)
     except GatewayError as exc:
         return error_response("anthropic", exc, request_id)
 
@@ -279,7 +281,8 @@ async def explain(request: HttpRequest) -> HttpResponseBase:
             call = await _prepare_responses(request, request_id)
         else:
             call = _prepare_explained(request, inbound, request_id)
-        data = await explain_call(call)
+        async with RequestCount(call.key, request_id) as limit_headers:  # counted as a request: no tokens, no spend
+            data = await explain_call(call)
     except GatewayError as exc:
         return error_response(inbound, exc, request_id)
     return HttpResponse(_renderer.render(data), content_type="application/json")

@@ -1,14 +1,14 @@
-"""Target health verdicts and provider-limit counts shared by every gateway process through Redis.
+"""Target health verdicts shared by every gateway process through Redis.
 
-Two kinds of keys live under a prefix (``gomodel:`` in production; tests pass their own):
+One key lives under a prefix (``gomodel:`` in production; tests pass their own):
 
 * ``<prefix>health``, a stream of health verdicts, one entry per cooldown started, cooldown extended or
   breaker closed by a probe: fields ``o`` (the process that saw it), ``t`` (target), ``e`` (``open`` or
   ``close``), ``r`` (the reason word), ``ms`` (open: how long the cooldown lasts from the moment of the
   entry; close: how long before it the successful probe started) and ``l`` (the trip level). The stream is
   capped at about ``MAX_HEALTH_ENTRIES`` entries; verdicts are rare (a trip, not a request).
-* ``<prefix>quota:<target>``, a hash of the requests (``r<second>``) and tokens (``t<second>``) every
-  process sent to the target in each second of Redis's clock, pruned to the last 61 seconds by every sync.
+
+(Provider rpm/tpm lives apart: each attempt is admitted in Redis by ``routing.clients.provider_quota_store``.)
 
 No wall clock of a gateway host is ever compared with another's: an entry carries a *remaining* duration,
 its stream id is Redis's own time of writing, and every read returns Redis's ``TIME``, so a reader computes
@@ -49,52 +49,7 @@ local start = ARGV[1]
 if start == '' then start = tostring(now - tonumber(ARGV[2])) else start = '(' .. start end
 return {now, redis.call('XRANGE', KEYS[1], start, '+', 'COUNT', tonumber(ARGV[3]))}
 """
-# KEYS: one quota hash per target. ARGV: per key, the number of (second, requests, tokens) triples, then
-# them (seconds on Redis's clock). Returns Redis's time in ms, then per key: requests, tokens, and the
-# second at which the oldest count in the window leaves it (-1 when the window is empty).
-_SYNC_QUOTAS = """
-local t = redis.call('TIME')
-local now = tonumber(t[1])
-local oldest = now - 60
-local out = {now * 1000 + math.floor(tonumber(t[2]) / 1000)}
-local a = 1
-for k = 1, #KEYS do
-  local key = KEYS[k]
-  local n = tonumber(ARGV[a])
-  a = a + 1
-  for _ = 1, n do
-    local second, requests, tokens = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
-    a = a + 3
-    if tonumber(second) >= oldest then
-      if requests ~= 0 then redis.call('HINCRBY', key, 'r' .. second, requests) end
-      if tokens ~= 0 then redis.call('HINCRBY', key, 't' .. second, tokens) end
-    end
-  end
-  local fields = redis.call('HGETALL', key)
-  local requests, tokens, first = 0, 0, -1
-  local stale = {}
-  for i = 1, #fields, 2 do
-    local second = tonumber(string.sub(fields[i], 2))
-    if second < oldest then
-      stale[#stale + 1] = fields[i]
-    else
-      if string.sub(fields[i], 1, 1) == 'r' then
-        requests = requests + tonumber(fields[i + 1])
-      else
-        tokens = tokens + tonumber(fields[i + 1])
-      end
-      if first < 0 or second < first then first = second end
-    end
-  end
-  if #stale > 0 then redis.call('HDEL', key, unpack(stale)) end
-  if #fields > 2 * #stale then redis.call('EXPIRE', key, 120) end
-  out[#out + 1] = requests
-  out[#out + 1] = tokens
-  out[#out + 1] = first < 0 and -1 or first + 61
-end
-return out
-"""
-_PUBLISH_SCRIPT, _POLL_SCRIPT, _SYNC_QUOTAS_SCRIPT = Script(_PUBLISH), Script(_POLL), Script(_SYNC_QUOTAS)
+_PUBLISH_SCRIPT, _POLL_SCRIPT = Script(_PUBLISH), Script(_POLL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,25 +76,8 @@ class OutgoingVerdict:
     level: int
 
 
-@dataclass(frozen=True, slots=True)
-class QuotaReport:
-    """One target's counts since its last report, by second of Redis's clock."""
-
-    target: str
-    counts: Sequence[tuple[int, int, int]]  # (second, requests, tokens)
-
-
-@dataclass(frozen=True, slots=True)
-class QuotaTotals:
-    """Every process's counts for one target over the window, as Redis holds them after a sync."""
-
-    requests: int
-    tokens: int
-    frees_in_ms: int | None  # until the oldest count leaves the window; None when it is empty
-
-
 class SharedStateStore:
-    """The Redis side of shared health and quotas. Raises the client's errors; the caller decides about outages."""
+    """The Redis side of shared health. Raises the client's errors; the caller decides about outages."""
 
     def __init__(self, url: str, *, prefix: str = DEFAULT_PREFIX, timeout: float = 0.5) -> None:
         self._client = RespClient(url, timeout=timeout)
@@ -169,29 +107,6 @@ class SharedStateStore:
             if entry is not None:
                 entries.append(entry)
         return entries, last
-
-    async def sync_quotas(self, reports: Sequence[QuotaReport]) -> tuple[int, list[QuotaTotals]]:
-        """Add each target's counts and read every process's window totals back (one round trip).
-
-        Returns Redis's time in ms and the totals, aligned with ``reports``.
-        """
-        keys = [f"{self.prefix}quota:{r.target}" for r in reports]
-        args: list[str | int] = []
-        for report in reports:
-            args.append(len(report.counts))
-            for second, requests, tokens in report.counts:
-                args += [second, requests, tokens]
-        reply = await self._client.run_script(_SYNC_QUOTAS_SCRIPT, keys, args)
-        now_ms = int(reply[0])
-        totals = []
-        for i in range(len(reports)):
-            requests, tokens, frees_at = (int(x) for x in reply[1 + 3 * i: 4 + 3 * i])
-            totals.append(QuotaTotals(requests, tokens, None if frees_at < 0 else max(0, frees_at * 1000 - now_ms)))
-        return now_ms, totals
-
-    async def redis_time_ms(self) -> int:
-        seconds, micros = await self._client.execute("TIME")
-        return int(seconds) * 1000 + int(micros) // 1000
 
     async def aclose(self) -> None:
         await self._client.aclose()

@@ -2,18 +2,22 @@
 ``rpm`` and ``tpm`` for this account.
 
 A target at either limit is skipped like a cooling one, so the gateway fills a provider's quota before it
-routes elsewhere instead of collecting 429s. Requests count when they are dispatched (``dispatch`` checks and
-counts in one step: on one event loop nothing can slip in between); tokens count from the real usage of each
-answer (``add_tokens``), so a target is admitted while its window still has room and a token overshoot is
-bounded by what is in flight.
+routes elsewhere instead of collecting 429s. An attempt is admitted at the moment it is about to be sent:
+``dispatch`` checks and counts in one step (on one event loop nothing can slip in between). It counts one
+request and *reserves* the tokens it may use (``reservation``: the input estimate plus its ``max_tokens`` for
+each choice), and is admitted only when the tokens already used and reserved plus its own reservation fit the
+tpm. Its settlement (``settle``) replaces the reservation with the real usage; an attempt that was never sent
+is taken back whole (``release``). So a burst cannot overshoot the tpm by what is in flight.
 
-The window is 61 one-second buckets: a request leaves it 60 to 61 seconds after it was sent, never earlier,
-so the gateway errs on the side of the provider's own counter.
+The window is 61 one-second buckets with a running total (every operation is O(1) in the history): a count
+leaves it 60 to 61 seconds after it was made, never earlier, so the gateway errs on the side of the
+provider's own counter.
 
-Shared across processes (``routing.gateway.shared_sync``): each ``TargetQuota`` also keeps the window totals
-of every process as the shared store last reported them (``shared``), and what this process counted since it
-last reported (``take_pending``). While the shared view is fresh the check reads ``shared + pending``; when it
-is stale (the store unreachable) it reads this process's own window, as without the store.
+With a shared store (Redis, ``routing.clients.provider_quota_store``) the store decides each admission for
+every process at once and this registry is told so (``QuotaRegistry.shared``); the windows here keep counting
+this process's own attempts, so that a store outage falls back to them, and so that planning can skip a target
+this process alone has filled. Planning also skips a target the store last refused, for as long as the refusal
+holds (``TargetQuota.mark_full``).
 
 Time is a parameter (``now``: seconds on the monotonic clock). Not thread-safe: one event loop owns a registry.
 """
@@ -23,10 +27,17 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 WINDOW_S = 60
+CHARS_PER_TOKEN = 4  # the gateway's estimate of text tokens (as routing.core.features counts input)
 _SLOTS = WINDOW_S + 1  # the current second and the 60 before it
+# The output an attempt reserves when the request sets no max_tokens (the gateway passes
+# GOMODEL_LIMIT_DEFAULT_OUTPUT_TOKENS, the same default as the key and team limits' reservations).
+DEFAULT_OUTPUT_RESERVATION = 1024
+# How long planning trusts the shared store's tpm refusal: a settlement (here or in another process) may
+# return reserved tokens before the oldest count leaves, so the refusal is a hint, not a fact, after that.
+TPM_REFUSAL_HINT_S = 1.0
 
 LimitReason = Literal["at_provider_rpm", "at_provider_tpm"]
 AT_RPM: LimitReason = "at_provider_rpm"
@@ -48,6 +59,52 @@ class ProviderLimits:
     @property
     def any(self) -> bool:
         return self.rpm is not None or self.tpm is not None
+
+    def reserved(self, tokens: int) -> int:
+        """What an attempt expecting ``tokens`` reserves: nothing without a tpm, and at most the whole tpm (so a
+        request larger than the minute still goes out, alone, into an empty minute, and the provider decides)."""
+        if self.tpm is None:
+            return 0
+        return max(0, min(tokens, self.tpm))
+
+
+def choices_of(value: Any) -> int:
+    """The number of answers a request asks for (OpenAI's ``n``); 1 unless it is a positive integer."""
+    return value if type(value) is int and value > 1 else 1
+
+
+def reservation(*, input_tokens: int, max_output_tokens: int | None, choices: int = 1,
+                default_output_tokens: int = DEFAULT_OUTPUT_RESERVATION) -> int:
+    """The tokens an attempt reserves against its provider's tpm: its input once, and for each choice its
+    ``max_tokens`` (``default_output_tokens`` when the request sets none), as providers bill them."""
+    output = default_output_tokens if max_output_tokens is None else max(0, max_output_tokens)
+    return max(0, input_tokens) + output * max(1, choices)
+
+
+def estimated_usage(*, input_tokens: int, output_chars: int) -> int:
+    """The tokens of an attempt whose provider reported no usage (a stream cut short): the input estimate and
+    the output received, at ``CHARS_PER_TOKEN`` characters a token."""
+    return max(0, input_tokens) + -(-max(0, output_chars) // CHARS_PER_TOKEN)
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaRefusal:
+    """Why an attempt may not go to a target now, and a lower bound on when it may (seconds, at least 1)."""
+
+    reason: LimitReason
+    retry_after_s: float
+
+
+@dataclass(slots=True)
+class QuotaTicket:
+    """One admitted attempt's counts in its target's minute, to settle once (``settled`` says it was)."""
+
+    target: str
+    second: int  # the monotonic second of its admission: its bucket in this process's window
+    reserved: int  # tokens reserved (0: the target has no tpm)
+    shared_second: int | None = None  # its second on the shared store's clock; None: counted in this process only
+    member: str = ""  # its entry in the shared store's request log
+    settled: bool = False
 
 
 class _Window:
@@ -71,6 +128,21 @@ class _Window:
         self._total += amount
         self._expire(second)
 
+    def adjust(self, second: int, delta: int, now_second: int) -> None:
+        """Change the count made at ``second`` by ``delta`` (never below 0); once that second has left the
+        window, only an increase still counts, at ``now_second`` (a reservation that fell short)."""
+        self._expire(now_second)
+        for bucket in reversed(self._counts):  # at most _SLOTS buckets, the recent ones first
+            if bucket[0] == second:
+                change = max(delta, -bucket[1])
+                bucket[1] += change
+                self._total += change
+                return
+            if bucket[0] < second:
+                break
+        if delta > 0:  # left the window (or counted before a reset): the shortfall counts now
+            self.add(now_second, delta)
+
     def total(self, second: int) -> int:
         self._expire(second)
         return self._total
@@ -78,7 +150,10 @@ class _Window:
     def frees_at(self, second: int) -> int | None:
         """The second at which the oldest count in the window leaves it; None when the window is empty."""
         self._expire(second)
-        return self._counts[0][0] + _SLOTS if self._counts else None
+        for oldest, count in self._counts:
+            if count:
+                return oldest + _SLOTS
+        return None
 
     def _expire(self, second: int) -> None:
         counts, oldest = self._counts, second - WINDOW_S
@@ -87,121 +162,86 @@ class _Window:
 
 
 class TargetQuota:
-    """One target's last minute against its provider's limits, in this process and as last shared."""
+    """One target's last minute against its provider's limits, as this process counted it, and the shared
+    store's last refusal."""
 
-    __slots__ = ("name", "limits", "_requests", "_tokens", "shared_requests", "shared_tokens", "shared_at",
-                 "shared_frees_in_s", "_pending", "_reporting", "_unshared", "sharing")
+    __slots__ = ("name", "limits", "_requests", "_tokens", "full_until", "full_reason")
 
     def __init__(self, name: str, limits: ProviderLimits) -> None:
         self.name = name
         self.limits = limits
         self._requests = _Window()
-        self._tokens = _Window()
-        self.shared_requests = 0  # every process's window totals as the shared store last reported them
-        self.shared_tokens = 0
-        self.shared_at: float | None = None  # when (monotonic) they were reported; None: never
-        self.shared_frees_in_s: float | None = None  # when the shared window's oldest count leaves, as reported
-        self._pending: dict[int, list[int]] = {}  # second -> [requests, tokens] not yet reported
-        self._reporting: dict[int, list[int]] = {}  # taken by a report still on its way
-        self._unshared = [0, 0]  # requests and tokens in _pending and _reporting together (what the store lacks)
-        self.sharing = False  # whether counts are kept for reports (only while a shared store syncs them)
+        self._tokens = _Window()  # used and reserved
+        self.full_until: float | None = None  # the shared store said: no room before this (monotonic)
+        self.full_reason: LimitReason | None = None
 
-    def _totals(self, now: float, shared_ttl_s: float) -> tuple[int, int]:
-        shared_at = self.shared_at
-        if shared_at is not None and now - shared_at <= shared_ttl_s:
-            unshared = self._unshared
-            return self.shared_requests + unshared[0], self.shared_tokens + unshared[1]
-        second = int(now)
-        return self._requests.total(second), self._tokens.total(second)
-
-    def blocked(self, now: float, shared_ttl_s: float = 0.0) -> LimitReason | None:
-        """Why the target may not take a request now (its window is full), or None."""
-        limits = self.limits
-        requests, tokens = self._totals(now, shared_ttl_s)
-        if limits.rpm is not None and requests >= limits.rpm:
+    def blocked(self, now: float, *, shared: bool = False) -> LimitReason | None:
+        """Why the target may not take a request now (its window is full, or the shared store's refusal still
+        holds when ``shared``), or None. Planning asks this; it reserves nothing."""
+        limits, second = self.limits, int(now)
+        if limits.rpm is not None and self._requests.total(second) >= limits.rpm:
             return AT_RPM
-        if limits.tpm is not None and tokens >= limits.tpm:
+        if limits.tpm is not None and self._tokens.total(second) >= limits.tpm:
             return AT_TPM
+        if shared and self.full_until is not None:
+            if now < self.full_until:
+                return self.full_reason
+            self.full_until = self.full_reason = None
         return None
 
-    def dispatch(self, now: float, shared_ttl_s: float = 0.0) -> LimitReason | None:
-        """Count a request about to be sent, unless the window is full (then why, and nothing is counted)."""
-        reason = self.blocked(now, shared_ttl_s)
-        if reason is None:
-            self._count(now, 1, 0)
-        return reason
+    def dispatch(self, now: float, reserve: int = 0) -> QuotaTicket | QuotaRefusal:
+        """Admit an attempt about to be sent (counted, ``reserve`` tokens reserved), unless the window has no
+        room for it (then why, and nothing is counted)."""
+        limits, second = self.limits, int(now)
+        if limits.rpm is not None and self._requests.total(second) >= limits.rpm:
+            return QuotaRefusal(AT_RPM, self._frees_in(self._requests, now))
+        reserved = limits.reserved(reserve)
+        if limits.tpm is not None and self._tokens.total(second) + reserved > limits.tpm:
+            return QuotaRefusal(AT_TPM, self._frees_in(self._tokens, now))
+        return self.count(now, reserved)
 
-    def add_tokens(self, tokens: int, now: float) -> None:
-        """Count the real usage of an answer (input + output tokens)."""
-        if tokens > 0 and self.limits.tpm is not None:
-            self._count(now, 0, tokens)
+    def count(self, now: float, reserved: int) -> QuotaTicket:
+        """Count an attempt the shared store admitted (``reserved``: already capped by ``ProviderLimits.reserved``)."""
+        second = int(now)
+        self._requests.add(second, 1)
+        if reserved:
+            self._tokens.add(second, reserved)
+        return QuotaTicket(self.name, second, reserved)
 
-    def retry_after_s(self, now: float, shared_ttl_s: float = 0.0) -> float:
+    def settle(self, ticket: QuotaTicket, tokens: int, now: float) -> None:
+        """Replace the ticket's reservation with the tokens it really used (input + output)."""
+        if self.limits.tpm is not None and tokens != ticket.reserved:
+            self._tokens.adjust(ticket.second, max(0, tokens) - ticket.reserved, int(now))
+
+    def release(self, ticket: QuotaTicket, now: float) -> None:
+        """Take back an attempt that was never sent: its request and its reservation."""
+        self._requests.adjust(ticket.second, -1, int(now))
+        if ticket.reserved:
+            self._tokens.adjust(ticket.second, -ticket.reserved, int(now))
+
+    def mark_full(self, refusal: QuotaRefusal, now: float) -> None:
+        """The shared store refused an attempt: planning skips the target until the refusal may have lapsed (an
+        rpm refusal holds until its oldest request leaves; a tpm one at most ``TPM_REFUSAL_HINT_S``)."""
+        hold = refusal.retry_after_s if refusal.reason == AT_RPM else min(refusal.retry_after_s, TPM_REFUSAL_HINT_S)
+        self.full_until, self.full_reason = now + hold, refusal.reason
+
+    def retry_after_s(self, now: float, *, shared: bool = False) -> float:
         """A lower bound on when the window has room again: when its oldest count leaves it (at least 1 s)."""
-        shared_at = self.shared_at
-        if shared_at is not None and now - shared_at <= shared_ttl_s:
-            frees_in = self.shared_frees_in_s
-            return max(1.0, 1.0 if frees_in is None else frees_in - (now - shared_at))
+        if shared and self.full_until is not None and now < self.full_until:
+            return max(1.0, self.full_until - now)
         second = int(now)
         candidates = [f for f in (self._requests.frees_at(second), self._tokens.frees_at(second)) if f is not None]
         return max(1.0, min(candidates) - now) if candidates else 1.0
 
-    def take_pending(self) -> dict[int, list[int]]:
-        """What this process counted since it last reported, by monotonic second, for a report.
-
-        The counts stay in the check (as being reported) until ``adopt_shared`` or ``report_failed``.
-        """
-        pending, self._pending = self._pending, {}
-        for second, (requests, tokens) in pending.items():
-            counts = self._reporting.setdefault(second, [0, 0])
-            counts[0] += requests
-            counts[1] += tokens
-        return pending
-
-    def report_failed(self, now: float) -> None:
-        """The report did not arrive: its counts wait for the next one (while still inside the window)."""
-        oldest = int(now) - WINDOW_S
-        for second, (requests, tokens) in self._reporting.items():
-            if second < oldest:  # out of the window: it no longer counts anywhere
-                self._unshared[0] -= requests
-                self._unshared[1] -= tokens
-                continue
-            counts = self._pending.setdefault(second, [0, 0])
-            counts[0] += requests
-            counts[1] += tokens
-        self._reporting = {}
-
-    def adopt_shared(self, requests: int, tokens: int, frees_in_s: float | None, now: float) -> None:
-        """The shared store's window totals after a report (every process, this one's reported counts included)."""
-        self.shared_requests = requests
-        self.shared_tokens = tokens
-        self.shared_frees_in_s = frees_in_s
-        self.shared_at = now
-        for requests, tokens in self._reporting.values():  # now inside the shared totals
-            self._unshared[0] -= requests
-            self._unshared[1] -= tokens
-        self._reporting = {}
-
-    def counts(self, now: float, shared_ttl_s: float = 0.0) -> tuple[int, int]:
-        """(requests, tokens) in the window as the check sees them."""
-        return self._totals(now, shared_ttl_s)
-
-    def _count(self, now: float, requests: int, tokens: int) -> None:
+    def counts(self, now: float) -> tuple[int, int]:
+        """(requests, tokens used and reserved) in this process's window."""
         second = int(now)
-        if requests:
-            self._requests.add(second, requests)
-        if tokens:
-            self._tokens.add(second, tokens)
-        if not self.sharing:
-            return
-        counts = self._pending.get(second)
-        if counts is None:
-            self._pending[second] = [requests, tokens]
-        else:
-            counts[0] += requests
-            counts[1] += tokens
-        self._unshared[0] += requests
-        self._unshared[1] += tokens
+        return self._requests.total(second), self._tokens.total(second)
+
+    @staticmethod
+    def _frees_in(window: _Window, now: float) -> float:
+        frees_at = window.frees_at(int(now))
+        return 1.0 if frees_at is None else max(1.0, frees_at - now)
 
 
 class QuotaRegistry:
@@ -209,25 +249,14 @@ class QuotaRegistry:
 
     ``configure`` follows each routing table: new limits apply at once and the counts are kept (a limit
     edited in the admin does not forget the minute already spent). A target without limits has no entry,
-    so the check costs one dict lookup for it.
+    so the check costs one dict lookup for it. ``shared`` is True while a shared store decides admissions.
     """
 
-    __slots__ = ("_quotas", "_shared_ttl_s")
+    __slots__ = ("_quotas", "shared")
 
-    def __init__(self, shared_ttl_s: float = 0.0) -> None:
+    def __init__(self) -> None:
         self._quotas: dict[str, TargetQuota] = {}
-        self._shared_ttl_s = shared_ttl_s
-
-    @property
-    def shared_ttl_s(self) -> float:
-        """How long a shared report is trusted; 0: there is no shared store (counts are not kept for reports)."""
-        return self._shared_ttl_s
-
-    @shared_ttl_s.setter
-    def shared_ttl_s(self, value: float) -> None:
-        self._shared_ttl_s = value
-        for quota in self._quotas.values():
-            quota.sharing = value > 0
+        self.shared = False
 
     def configure(self, limits: Mapping[str, ProviderLimits]) -> None:
         kept: dict[str, TargetQuota] = {}
@@ -237,7 +266,6 @@ class QuotaRegistry:
             quota = self._quotas.get(name)
             if quota is None:
                 quota = TargetQuota(name, target_limits)
-                quota.sharing = self._shared_ttl_s > 0
             else:
                 quota.limits = target_limits
             kept[name] = quota
@@ -248,20 +276,26 @@ class QuotaRegistry:
 
     def blocked(self, name: str, now: float) -> LimitReason | None:
         quota = self._quotas.get(name)
-        return None if quota is None else quota.blocked(now, self._shared_ttl_s)
+        return None if quota is None else quota.blocked(now, shared=self.shared)
 
-    def dispatch(self, name: str, now: float) -> LimitReason | None:
+    def dispatch(self, name: str, now: float, reserve: int = 0) -> QuotaTicket | QuotaRefusal | None:
+        """Admit an attempt in this process's window; None for a target without limits."""
         quota = self._quotas.get(name)
-        return None if quota is None else quota.dispatch(now, self._shared_ttl_s)
+        return None if quota is None else quota.dispatch(now, reserve)
 
-    def add_tokens(self, name: str, tokens: int, now: float) -> None:
-        quota = self._quotas.get(name)
+    def settle(self, ticket: QuotaTicket, tokens: int, now: float) -> None:
+        quota = self._quotas.get(ticket.target)
         if quota is not None:
-            quota.add_tokens(tokens, now)
+            quota.settle(ticket, tokens, now)
+
+    def release(self, ticket: QuotaTicket, now: float) -> None:
+        quota = self._quotas.get(ticket.target)
+        if quota is not None:
+            quota.release(ticket, now)
 
     def retry_after_s(self, name: str, now: float) -> float:
         quota = self._quotas.get(name)
-        return 1.0 if quota is None else quota.retry_after_s(now, self.shared_ttl_s)
+        return 1.0 if quota is None else quota.retry_after_s(now, shared=self.shared)
 
     def quotas(self) -> Iterable[TargetQuota]:
         return tuple(self._quotas.values())
@@ -269,7 +303,6 @@ class QuotaRegistry:
     def reset(self) -> None:
         """Forget the counts (tests, the admin's reset); the limits stay."""
         self._quotas = {name: TargetQuota(name, quota.limits) for name, quota in self._quotas.items()}
-        self.shared_ttl_s = self._shared_ttl_s
 
     def __len__(self) -> int:
         return len(self._quotas)

@@ -202,6 +202,8 @@ class KeySpec:
     # Whether a scope limits tokens per minute / has a budget: then a request holds a reservation of that kind.
     reserves_tokens: bool = field(default=False, compare=False, repr=False)
     reserves_money: bool = field(default=False, compare=False, repr=False)
+    # The same scopes with only their rpm and concurrency: what a request that calls no model is counted against.
+    request_scopes: tuple[LimitScope, ...] = field(default=(), compare=False, repr=False)
 
     def __post_init__(self) -> None:
         scopes = []
@@ -214,6 +216,9 @@ class KeySpec:
         object.__setattr__(self, "limit_scopes", tuple(scopes))
         object.__setattr__(self, "reserves_tokens", any(s.limits.tpm is not None for s in scopes))
         object.__setattr__(self, "reserves_money", any(s.limits.budget_usd is not None for s in scopes))
+        object.__setattr__(self, "request_scopes", tuple(
+            LimitScope(s.kind, s.name, s.ident, Limits(rpm=s.limits.rpm, max_concurrency=s.limits.max_concurrency))
+            for s in scopes if s.limits.rpm is not None or s.limits.max_concurrency is not None))
 
     @property
     def team_name(self) -> str:

@@ -21,6 +21,7 @@ from routing.core.answer import Answer, Usage, cost_usd
 from routing.core.embeddings import EmbeddingsRequest
 from routing.core.error_classifier import classify_exception, classify_http_error
 from routing.core.outcome import AttemptOutcome, ErrorClass
+from routing.core.provider_limits import QuotaTicket, estimated_usage
 from routing.core.table import ModelSpec, ProviderSpec
 from routing.core.validate import ValidationRules, Verdict, validate_answer
 from routing.gateway.json_schema import validate_instance
@@ -46,6 +47,15 @@ def model_cost(model: ModelSpec, usage: Usage) -> float | None:
     )
 
 
+def used_tokens(usage: Usage | None, answer: Answer | None, *, input_tokens: int) -> int:
+    """The tokens an answered attempt used, for its provider's tpm: the provider's usage, or when it reported
+    none (a stream cut short) the input estimate and the output received."""
+    if usage is not None and usage.total_tokens > 0:
+        return usage.total_tokens
+    text = "" if answer is None else answer.text + answer.reasoning_text
+    return estimated_usage(input_tokens=input_tokens, output_chars=len(text))
+
+
 @dataclass
 class AttemptResult:
     outcome: AttemptOutcome
@@ -69,6 +79,7 @@ class LiveStream:
     first_frames: list[bytes]
     ttfb_s: float
     started: float
+    quota: QuotaTicket | None = None  # its count in the target's provider rpm/tpm, settled when the stream ends
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ import math
 import time
 from typing import NoReturn
 
+from django.conf import settings
 from django.http import HttpResponse, StreamingHttpResponse
 
 from routing.clients import gcp_tokens
@@ -27,6 +28,7 @@ from routing.core.contracts import EffectiveContract
 from routing.core.deadline import AttemptAllowance, Deadline
 from routing.core.health import TargetHealth
 from routing.core.outcome import AttemptOutcome, ErrorClass
+from routing.core.provider_limits import QuotaTicket, choices_of, reservation
 from routing.core.retry import client_status
 from routing.core.table import ModelSpec
 from routing.core.validate import ValidationRules
@@ -37,6 +39,7 @@ from routing.gateway.attempt import (
     model_cost,
     run_json_attempt,
     start_stream_attempt,
+    used_tokens,
 )
 from routing.gateway.gateway_error import GatewayError
 from routing.gateway.records import AttemptRecord, Call, Journey
@@ -85,6 +88,8 @@ class AttemptLoop:
         self.deadline_exhausted = False
         self.cooling_until: float | None = None  # the earliest end of a cooldown that refused a candidate
         self.limited_for: float | None = None  # the shortest wait of a candidate skipped at its provider's limit
+        self.ticket: QuotaTicket | None = None  # the current attempt's count in its provider's rpm/tpm
+        self._reserve: int | None = None  # the tokens an attempt reserves (computed for a limited model only)
 
     async def run(self) -> Response:
         state.retry_budget.record_request(time.monotonic())
@@ -93,7 +98,7 @@ class AttemptLoop:
             health = state.health.get(model.name)
             allowance = AttemptAllowance.for_target(health.latency_estimate_s)
             admission = self._launchable(model, health, allowance)
-            if admission is None:
+            if admission is None or not await self._admit_to_quota(model, health, probe=admission == "probe"):
                 self.index += 1
                 continue
             record = AttemptRecord(seq=len(self.journey.attempts) + 1, target=model.name, provider=model.provider)
@@ -103,6 +108,7 @@ class AttemptLoop:
                 self.index += 1
                 continue
             if isinstance(result, LiveStream):
+                result.quota, self.ticket = self.ticket, None  # settled when the stream ends
                 record.ttfb_s = result.ttfb_s
                 now = time.monotonic()
                 health.record(AttemptOutcome.success(result.ttfb_s), now)
@@ -122,8 +128,7 @@ class AttemptLoop:
     def _launchable(self, model: ModelSpec, health: TargetHealth, allowance: AttemptAllowance) -> str | None:
         """The breaker's admission ("admitted" or "probe"), or None when this candidate is skipped.
 
-        An admitted attempt is counted against its provider's rpm here, at dispatch; a model whose minute is
-        used up (by requests planned alongside this one) is skipped like a cooling one.
+        Its provider's rpm/tpm is checked next, by ``_admit_to_quota``.
         """
         now = time.monotonic()
         # The primary attempt always goes out while time remains (the client chose the deadline); a
@@ -141,14 +146,67 @@ class AttemptLoop:
             if until is not None:
                 self.cooling_until = until if self.cooling_until is None else min(self.cooling_until, until)
             return None
-        limit = state.quotas.dispatch(model.name, now)
-        if limit is not None:
-            health.end(now, probe=admission == "probe")
-            metrics.TARGET_LIMIT_SKIPS.labels(model.name, limit).inc()
-            wait = state.quotas.retry_after_s(model.name, now)
-            self.limited_for = wait if self.limited_for is None else min(self.limited_for, wait)
-            return None
         return admission
+
+    async def _admit_to_quota(self, model: ModelSpec, health: TargetHealth, *, probe: bool) -> bool:
+        """Count the attempt against its model's provider rpm/tpm now that it is about to be sent (``self.ticket``);
+        False when the minute has no room for it, and the candidate is skipped like a cooling one.
+
+        A model without provider limits costs one dict lookup. With Redis the check is one round trip, exact
+        across every process (routing.clients.provider_quota_store); the attempt reserves its expected tokens.
+        """
+        self.ticket = None
+        quota = state.quotas.get(model.name)
+        if quota is None:
+            return True
+        try:
+            verdict = await state.provider_quotas.admit(quota, self._reservation(), time.monotonic())
+        except BaseException:
+            health.end(time.monotonic(), probe=probe)
+            raise
+        if isinstance(verdict, QuotaTicket):
+            self.ticket = verdict
+            return True
+        health.end(time.monotonic(), probe=probe)
+        metrics.TARGET_LIMIT_SKIPS.labels(model.name, verdict.reason).inc()
+        wait = verdict.retry_after_s
+        self.limited_for = wait if self.limited_for is None else min(self.limited_for, wait)
+        return False
+
+    def _reservation(self) -> int:
+        """The tokens an attempt of this request reserves against a provider's tpm (routing.core.provider_limits)."""
+        if self._reserve is None:
+            call = self.call
+            max_output = 0 if call.embeddings is not None else call.features.max_output_tokens
+            self._reserve = reservation(input_tokens=self._input_tokens(), max_output_tokens=max_output,
+                                        choices=choices_of(call.body.get("n")),
+                                        default_output_tokens=settings.GOMODEL_LIMIT_DEFAULT_OUTPUT_TOKENS)
+        return self._reserve
+
+    def _input_tokens(self) -> int:
+        embeddings = self.call.embeddings
+        return embeddings.estimated_tokens() if embeddings is not None else self.call.features.estimated_input_tokens
+
+    def _release_quota(self) -> None:
+        """Nothing reached the provider: the attempt's request and reservation are taken back."""
+        if self.ticket is not None:
+            state.provider_quotas.release(self.ticket)
+            self.ticket = None
+
+    def _settle_quota(self, result: AttemptResult) -> None:
+        """A finished JSON attempt's tokens replace its reservation: the answer's usage (or an estimate); nothing
+        for an error the provider answered with; the whole reservation when no answer came (a timeout, a cut
+        connection), since the provider may still have done the work."""
+        ticket, self.ticket = self.ticket, None
+        if ticket is None:
+            return
+        if result.answer is not None or (result.usage is not None and result.usage.total_tokens > 0):
+            tokens = used_tokens(result.usage, result.answer, input_tokens=self._input_tokens())
+        elif result.outcome.status is not None:
+            tokens = 0
+        else:
+            tokens = ticket.reserved
+        state.provider_quotas.settle(ticket, tokens)
 
     async def _attempt(self, model: ModelSpec, record: AttemptRecord, health: TargetHealth,
                        allowance: AttemptAllowance, *, probe: bool) -> AttemptResult | LiveStream | None:
@@ -161,6 +219,7 @@ class AttemptLoop:
             # Keys are configured but none resolved (a reference refused, a variable unset): going out without
             # one would only earn a 401, so the attempt fails here as the configuration error it is.
             health.end(time.monotonic(), probe=probe)
+            self._release_quota()
             record.error_message = f"provider {provider.name} has no usable key: {'; '.join(key_problems)}"
             return AttemptResult(AttemptOutcome.failure(ErrorClass.INCOMPATIBLE, "key_unavailable"))
         api_key = keys[state.next_key_index(provider.name, len(keys))].reveal() if keys else ""
@@ -173,6 +232,7 @@ class AttemptLoop:
             result = await (start_stream_attempt(spec) if spec.stream else run_json_attempt(spec))
         except TranslationError as exc:
             health.end(time.monotonic(), probe=probe)
+            self._release_quota()
             if self.call.responses is not None:  # the refusal names the client's Responses field, not the chat one
                 exc.param = self.call.responses.client_param(exc.param)
             self.translation_error = exc
@@ -182,10 +242,12 @@ class AttemptLoop:
             return None
         except CredentialsUnavailable as exc:  # Bedrock signing: no AWS credentials configured or found
             health.end(time.monotonic(), probe=probe)
+            self._release_quota()
             record.error_message = f"provider {provider.name} has no usable key: {exc}"
             return AttemptResult(AttemptOutcome.failure(ErrorClass.INCOMPATIBLE, "key_unavailable"))
         except PoolExhausted as exc:
             health.end(time.monotonic(), probe=probe)
+            self._release_quota()
             self._gateway_overloaded(model, record, exc)
         except BaseException:
             health.end(time.monotonic(), probe=probe)
@@ -219,8 +281,7 @@ class AttemptLoop:
         record.ttfb_s = result.ttfb_s
         record.usage = result.usage
         record.cost = model_cost(model, result.usage) if result.usage else None
-        if result.usage is not None:
-            state.quotas.add_tokens(model.name, result.usage.total_tokens, time.monotonic())
+        self._settle_quota(result)
         if outcome.ok:
             record.validation = "accepted"
         elif result.verdict is not None and not result.verdict.ok:

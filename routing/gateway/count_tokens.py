@@ -8,8 +8,9 @@ model, or when that provider fails (5xx, 429, a network error, an answer without
 own estimate answers instead, marked ``X-GoModel-Token-Count: estimate``: the characters of the system
 prompt, messages and tool definitions at four a token, plus an allowance per image (the estimate tier and
 context checks use). A count is advisory, so a failing provider is not retried, cooled or charged; a 4xx
-from it (the client's mistake) is answered as that mistake. Counting is free: no key or team limit is
-charged, but the audit trail records it (``endpoint: count_tokens``).
+from it (the client's mistake) is answered as that mistake. A count is a request: it counts toward the key's and
+team's requests per minute and concurrency (``routing.gateway.governance.RequestCount``, in the view), never
+their tokens or budget; the audit trail records it (``endpoint: count_tokens``).
 """
 
 from __future__ import annotations

@@ -15,8 +15,8 @@ Admission holds the request's reservation (``routing.core.reserve``): its input 
 (``GOMODEL_LIMIT_DEFAULT_OUTPUT_TOKENS`` when absent) times ``n``, at the dearest price of the models the
 requested name reaches. Settlement replaces it with what every attempt was billed; an attempt whose usage never
 arrived (the client hung up while it ran, a stream cut before its usage) is settled at an estimate, marked on
-its audit record. Requests that use no model (``explain``, the ledger) count toward the key's requests only
-(``admit_request``).
+its audit record. Requests that call no model (``explain``, ``count_tokens``, the ledger) count toward the key's
+requests and concurrency only (``RequestCount``).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import asyncio
 
 from django.conf import settings
 
-from routing.clients.limit_store import SpendUnavailable
+from routing.clients.limit_store import Admission, SpendUnavailable
 from routing.core.answer import Usage
 from routing.core.limits import NANOS_PER_USD, NO_RESERVATION, Reservation, rate_limit_headers, retry_after_header
 from routing.core.outcome import EARLY_FAILURE_REASONS, ErrorClass
@@ -78,13 +78,39 @@ async def admit_limits(call: Call, journey: Journey) -> None:
     await _admit(call, journey, key, request_reservation(call, key))
 
 
-async def admit_request(call: Call, journey: Journey) -> None:
-    """Count a request that calls no model (``explain``, the ledger) toward the key's requests per minute and
-    concurrency: it reserves no tokens and no money. Settle it with ``settle_limits`` like any other."""
-    key = call.key
-    if key is None or not key.limit_scopes:
-        return
-    await _admit(call, journey, key, NO_RESERVATION)
+class RequestCount:
+    """A request that calls no model (``explain``, ``count_tokens``, the ledger) counted toward its key's and team's
+    requests per minute and concurrency, never refused by or charged to their tokens or budget: ``async with
+    RequestCount(key, id) as headers`` raises the 429 of a limit it breaks, gives the ``x-ratelimit-*`` headers for the answer, and
+    returns the slot when the block ends, however it ends."""
+
+    def __init__(self, key: KeySpec | None, request_id: str) -> None:
+        self.key = key
+        self.request_id = request_id
+        self.admission: Admission | None = None
+
+    async def __aenter__(self) -> dict[str, str]:
+        key = self.key
+        if key is None or not key.request_scopes:
+            return {}
+        store = state.limits
+        admission = await store.admit(key.request_scopes, self.request_id, NO_RESERVATION)
+        _count_store(admission.in_redis, store.shared)
+        verdict = admission.verdict
+        headers = rate_limit_headers(verdict.requests, verdict.tokens)
+        refusal = verdict.refusal
+        if refusal is not None:
+            metrics.LIMIT_REJECTIONS.labels(key.name, key.team_name, refusal.limit).inc()
+            raise GatewayError(429, refusal.message(), code=refusal.code,
+                               headers={**headers, "Retry-After": retry_after_header(refusal.retry_after_s)},
+                               error_class="limit_exceeded")
+        self.admission = admission
+        return headers
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        admission, self.admission = self.admission, None
+        if admission is not None and state.limits.settle(admission, tokens=0, spend_nanos=0):
+            await asyncio.sleep(0)
 
 
 async def _admit(call: Call, journey: Journey, key: KeySpec, reserved: Reservation) -> None:

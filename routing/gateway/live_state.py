@@ -66,16 +66,19 @@ def _last_probe(target: str) -> str:
 
 
 def _minute(quota: TargetQuota | None, now: float) -> str:
-    """The last minute against the provider's rpm/tpm, as the selector counts it (empty without limits)."""
+    """This process's last minute against the provider's rpm/tpm (tokens used and reserved); empty without limits.
+
+    While Redis decides admissions it counts every process's attempts, so the row says these are this process's."""
     if quota is None:
         return ""
-    requests, tokens = quota.counts(now, state.quotas.shared_ttl_s)
+    requests, tokens = quota.counts(now)
     parts = []
     if quota.limits.rpm is not None:
         parts.append(f"{requests}/{quota.limits.rpm} requests")
     if quota.limits.tpm is not None:
         parts.append(f"{tokens}/{quota.limits.tpm} tokens")
-    return ", ".join(parts)
+    shown = ", ".join(parts)
+    return f"{shown} (this process; Redis counts every process)" if state.quotas.shared else shown
 
 
 def render_live_state(source: str) -> SafeString:

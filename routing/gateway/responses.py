@@ -24,7 +24,7 @@ from routing.core.reserve import estimate_cut_usage
 from routing.core.table import ModelSpec
 from routing.core.validate import ValidationRules, validate_answer
 from routing.gateway import audit_handoff, governance, stored_responses
-from routing.gateway.attempt import AttemptResult, LiveStream, model_cost
+from routing.gateway.attempt import AttemptResult, LiveStream, model_cost, used_tokens
 from routing.gateway.json_schema import validate_instance
 from routing.gateway.planning import TARGET_PIN_NAMESPACE
 from routing.gateway.records import AttemptRecord, Call, Journey
@@ -263,11 +263,13 @@ class _StreamBooking:
                                        answer=translator.answer)
             record.usage_estimated = journey.usage_estimated = True
         record.usage = usage
-        state.quotas.add_tokens(model.name, usage.total_tokens, now)  # the provider's tpm counts real usage
         record.cost = model_cost(model, usage)
         journey.usage, journey.cost = usage, record.cost
         answer = translator.answer
         journey.answer = answer
+        if self.live.quota is not None:  # the provider's tpm: the reservation becomes the usage (an estimate if cut)
+            state.provider_quotas.settle(self.live.quota,
+                                         used_tokens(usage, answer, input_tokens=call.features.estimated_input_tokens))
         if failure is None:
             verdict = validate_answer(answer, self.rules, schema_validator=validate_instance)
             record.validation = journey.validation = "accepted" if verdict.ok else f"rejected:{verdict.reason}"

@@ -1,5 +1,5 @@
-"""Each worker's background task that keeps target health and provider-limit counts in step with every other
-gateway process and host through Redis (``REDIS_URL``; the wire side is ``routing.clients.shared_state_store``).
+"""Each worker's background task that keeps target health in step with every other gateway process and host
+through Redis (``REDIS_URL``; the wire side is ``routing.clients.shared_state_store``).
 
 What is shared, and how:
 
@@ -10,21 +10,19 @@ What is shared, and how:
   (``interval_s``, 200 ms) and adopts it. Adoption never shortens a cooldown (the later end wins), and a
   close is applied only where the breaker's own cooldown is already over and the probe started after the
   latest failure this process holds (``TargetHealth.adopt_close``).
-* **Provider rpm/tpm counts.** Each round reports what this process counted since the last round and reads
-  every process's window totals back, one round trip for all limited targets; between rounds the check is
-  ``shared totals + own unreported counts``, with no Redis call on the request path.
 * **Background probes** (``routing.gateway.prober``, one process of the cluster). A probe that ends a cooldown
   early is written as a ``close`` with the reason ``background_probe``; the other processes close too, even while
   their own cooldown runs, unless a 429 holds it there or a newer failure arrived (``TargetHealth.
   adopt_probe_close``). Each probe's result is written as a ``probe`` entry, so every process's admin page shows
   the last probe of a target whichever process sent it.
 * **Not shared:** latency estimates, attempts in flight, probe slots: each process measures its own.
+  (Provider rpm/tpm is not kept in step here: each attempt is admitted in Redis itself,
+  ``routing.clients.provider_quota_store``.)
 
 Redis away: nothing on the request path changes (it never called Redis for these). The round fails, the
 outage is logged once (and counted in ``gomodel_shared_state_outages_total``), own verdicts wait in the
-outbox (bounded) and are written when Redis answers, if still in force; limit checks fall back to this
-process's own window once the last shared report is older than ``shared_ttl_s``. The next round that works
-logs the recovery and catches up from the stream.
+outbox (bounded) and are written when Redis answers, if still in force. The next round that works logs the
+recovery and catches up from the stream.
 """
 
 from __future__ import annotations
@@ -44,12 +42,10 @@ from routing.clients.shared_state_store import (
     POLL_BATCH,
     HealthEntry,
     OutgoingVerdict,
-    QuotaReport,
     SharedStateStore,
 )
 from routing.core.health import BreakerClosed, CooldownStarted, HealthChange, HealthRegistry
 from routing.core.probes import LastProbe, ProbeReported
-from routing.core.provider_limits import QuotaRegistry
 from routing.ops import metrics
 
 log = logging.getLogger("gomodel.shared")
@@ -67,13 +63,12 @@ def process_origin() -> str:
 
 
 class SharedSync:
-    """Keeps one process's health registry and quota registry in step with the shared store."""
+    """Keeps one process's health registry in step with the shared store."""
 
     def __init__(
         self,
         store: SharedStateStore,
         health: HealthRegistry,
-        quotas: QuotaRegistry,
         *,
         known: Callable[[str], bool],
         interval_s: float = INTERVAL_S,
@@ -83,7 +78,6 @@ class SharedSync:
     ) -> None:
         self.store = store
         self.health = health
-        self.quotas = quotas
         self.origin = origin or process_origin()
         self.interval_s = interval_s
         self._known = known
@@ -91,11 +85,9 @@ class SharedSync:
         self._outbox: deque[HealthChange | ProbeReported] = deque(maxlen=MAX_OUTBOX)
         self.probes = probes if probes is not None else {}  # the last probe of each target, from any process
         self._after: str | None = None  # the last stream id read
-        self._offset_s: float | None = None  # Redis's clock minus this process's monotonic clock
         self.redis_up: bool | None = None  # None until the first round
         self._task: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None
-        quotas.shared_ttl_s = max(1.0, 5 * interval_s)
         health.listen(self._on_change)
 
     # -- lifecycle -----------------------------------------------------------------------------------------
@@ -143,11 +135,10 @@ class SharedSync:
     # -- one round -----------------------------------------------------------------------------------------
 
     async def sync_once(self) -> bool:
-        """Write own verdicts, read the others', report and read limit counts; False during an outage."""
+        """Write own verdicts and read the others'; False during an outage."""
         try:
             await self._publish()
             await self._receive()
-            await self._sync_quotas()
         except _UNAVAILABLE as exc:
             self._mark_down(exc)
             return False
@@ -223,31 +214,6 @@ class SharedSync:
         if adopted:
             metrics.SHARED_HEALTH_ADOPTED.labels(entry.event).inc()
         return adopted
-
-    async def _sync_quotas(self) -> None:
-        quotas = self.quotas.quotas()
-        if not quotas:
-            return
-        if self._offset_s is None:
-            self._offset_s = await self.store.redis_time_ms() / 1000 - self._clock()
-        offset = self._offset_s
-        reports = []
-        for quota in quotas:
-            counts = [(int(second + offset), requests, tokens)
-                      for second, (requests, tokens) in quota.take_pending().items()]
-            reports.append(QuotaReport(quota.name, counts))
-        try:
-            now_ms, totals = await self.store.sync_quotas(reports)
-        except BaseException:
-            failed_at = self._clock()
-            for quota in quotas:
-                quota.report_failed(failed_at)
-            raise
-        now = self._clock()
-        self._offset_s = now_ms / 1000 - now
-        for quota, total in zip(quotas, totals, strict=True):
-            frees_in = None if total.frees_in_ms is None else total.frees_in_ms / 1000
-            quota.adopt_shared(total.requests, total.tokens, frees_in, now)
 
     # -- outages -------------------------------------------------------------------------------------------
 

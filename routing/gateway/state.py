@@ -2,9 +2,10 @@
 provider-limit counts.
 
 Everything here is in memory and bounded. With ``REDIS_URL`` set, session pins go to Redis (every worker and
-replica agrees on them), and a background task (``routing.gateway.shared_sync``) shares cooldowns, lockouts,
-open breakers and provider-limit counts with every other process within a poll; latency estimates stay per
-process. The request path itself never waits for Redis for health or provider limits.
+replica agrees on them), a model's provider rpm/tpm is decided in Redis for each attempt to it
+(``routing.clients.provider_quota_store``, one round trip, only for models that carry such a limit), and a
+background task (``routing.gateway.shared_sync``) shares cooldowns, lockouts and open breakers with every other
+process within a poll; latency estimates stay per process. The request path never waits for Redis for health.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from django.conf import settings
 
 from routing.clients.limit_store import LimitStore, make_limit_store
 from routing.clients.pin_store import PinStore, make_pin_store
+from routing.clients.provider_quota_store import ProviderQuotaStore
 from routing.clients.shared_state_store import DEFAULT_PREFIX, SharedStateStore
 from routing.core.health import HealthConfig, HealthRegistry
 from routing.core.probes import LastProbe
@@ -27,11 +29,11 @@ from routing.core.selector import RoundRobinState, SelectorConfig
 from routing.core.sessions import TtlLruStore
 from routing.core.table import RoutingTable
 from routing.gateway.shared_sync import SharedSync
+from routing.gateway.spend_history import spend_source
+from routing.ops import metrics
 
 MAX_WARM_SESSIONS = 100_000
 
-from routing.gateway.spend_history import spend_source
-from routing.ops import metrics
 
 @dataclass
 class GatewayState:
@@ -48,10 +50,11 @@ class GatewayState:
     ))
     _pins: PinStore | None = None
     _limits: LimitStore | None = None
+    _provider_quotas: ProviderQuotaStore | None = None
     _key_turn: dict[str, int] = field(default_factory=dict)
     applied_version: int = -1
     quotas: QuotaRegistry = field(default_factory=QuotaRegistry)  # provider rpm/tpm per target
-    shared: SharedSync | None = None  # the shared health and provider limits task, when REDIS_URL is set
+    shared: SharedSync | None = None  # the shared health task, when REDIS_URL is set
     _models: frozenset[str] = frozenset()  # the concrete models of the table followed
     # The last background probe of each target (routing.gateway.prober), this process's or, with REDIS_URL,
     # the prober's of the cluster: for the admin's live state.
@@ -70,6 +73,15 @@ class GatewayState:
             self._limits = make_limit_store(settings.REDIS_URL or None, prefix=settings.GOMODEL_LIMIT_KEY_PREFIX,
                                             spend_source=spend_source())
         return self._limits
+
+    @property
+    def provider_quotas(self) -> ProviderQuotaStore:
+        """Where each attempt to a model with a provider rpm/tpm is admitted: Redis when ``REDIS_URL`` is set (exact
+        across processes), else (and while Redis is away) this process's ``quotas``."""
+        if self._provider_quotas is None:
+            self._provider_quotas = ProviderQuotaStore(self.quotas, settings.REDIS_URL or None,
+                                                       on_outage=metrics.SHARED_STATE_OUTAGES.inc)
+        return self._provider_quotas
 
     @property
     def limits_in_redis_configured(self) -> bool:
@@ -95,13 +107,15 @@ class GatewayState:
 
     def apply_table(self, table: RoutingTable) -> None:
         """Follow a configuration change: new health and selector settings and provider limits, forget removed
-        targets; start sharing health and provider limits when ``REDIS_URL`` is set (on an event loop)."""
+        targets; start sharing health when ``REDIS_URL`` is set (on an event loop)."""
         self.health.configure(HealthConfig.from_settings(table.settings))
         self.selector_config = SelectorConfig.from_settings(table.settings)
         names = set(table.models) | set(table.virtual_models)
         self.health.retain(names)
         self._models = frozenset(table.models)
         self.quotas.configure({m.name: ProviderLimits(m.rpm, m.tpm) for m in table.models.values() if m.rpm or m.tpm})
+        if self._provider_quotas is not None:
+            self._provider_quotas.forget(self.known_model)
         for gone in set(self.round_robin) - set(table.virtual_models):
             del self.round_robin[gone]
         for gone in set(self.probes) - set(table.models):
@@ -110,7 +124,7 @@ class GatewayState:
             self.start_sharing(settings.REDIS_URL)
 
     def start_sharing(self, redis_url: str, *, prefix: str = DEFAULT_PREFIX) -> SharedSync | None:
-        """Share health and provider limits through Redis from now on (idempotent).
+        """Share health through Redis from now on (idempotent).
 
         Needs a running event loop (the lifespan startup, or the first request's ``follow``); without one it
         does nothing and returns None, and the next call on the loop starts it.
@@ -121,7 +135,7 @@ class GatewayState:
             return None
         if self.shared is None:
             store = SharedStateStore(redis_url, prefix=prefix)
-            self.shared = SharedSync(store, self.health, self.quotas, known=self.known_model, probes=self.probes)
+            self.shared = SharedSync(store, self.health, known=self.known_model, probes=self.probes)
         self.shared.start()
         return self.shared
 
@@ -130,14 +144,17 @@ class GatewayState:
         return name in self._models
 
     async def close_limits(self) -> None:
-        """Close the limit store (the lifespan shutdown), once the settlements already sent to Redis are applied:
-        a settlement is never waited for on the request path."""
+        """Close the limit store and the provider-quota store (the lifespan shutdown), once the settlements already
+        sent to Redis are applied: a settlement is never waited for on the request path."""
         limits, self._limits = self._limits, None
         if limits is not None:
             await limits.aclose()
+        provider_quotas, self._provider_quotas = self._provider_quotas, None
+        if provider_quotas is not None:
+            await provider_quotas.aclose()
 
     async def stop_sharing(self) -> None:
-        """Stop the shared health and provider limits task and close its connection (the lifespan shutdown)."""
+        """Stop the shared health task and close its connection (the lifespan shutdown)."""
         shared, self.shared = self.shared, None
         if shared is not None:
             await shared.stop()
@@ -157,8 +174,8 @@ class GatewayState:
         The request path's modules all hold this one object (``from routing.gateway.state import state``),
         so it is renewed in place rather than replaced; in-process tests start each case from here. Unlike
         ``reset`` it also drops the pin store, key turns, the table version followed and the random
-        generator. An open Redis pin store (or limit store) is the caller's to close first
-        (``await state.pins.aclose()``, ``await state.limits.aclose()``).
+        generator. An open Redis pin store (or limit store, or provider-quota store) is the caller's to close first
+        (``await state.pins.aclose()``, ``await state.close_limits()``).
         """
         fresh = GatewayState()
         for spec in fields(GatewayState):

@@ -122,7 +122,8 @@ def test_the_token_window_tells_when_a_reservation_fits_again(kind: str, prefix:
             store.settle(await store.admit(tpm, "a", Reservation(100, 0)), tokens=900, spend_nanos=0)
             await asyncio.sleep(0.05)
             refusal = (await store.admit(tpm, "b", Reservation(300, 0))).verdict.refusal
-            assert refusal is not None and refusal.limit == "tpm"
+            assert refusal is not None
+            assert refusal.limit == "tpm"
             return refusal.retry_after_s
         finally:
             await store.aclose()

@@ -50,8 +50,7 @@ def test_a_row_names_the_process_whose_verdict_its_cooldown_is() -> None:
 
 def test_a_row_shows_the_provider_minute_against_its_limits() -> None:
     now = time.monotonic()
-    state.quotas.dispatch("a", now)
-    state.quotas.add_tokens("a", 120, now)
+    state.quotas.dispatch("a", now, reserve=120)  # an attempt in flight: its tokens are reserved
 
     rows = {row["target"]: row for row in live_state.target_rows("pool")}
 

@@ -130,7 +130,7 @@ def test_a_failed_transient_probe_changes_nothing_and_is_not_audited(sim: Simula
 
 def test_other_processes_follow_an_early_close_and_show_the_last_probe() -> None:
     sync = SharedSync(SharedStateStore("redis://127.0.0.1:6379/7", prefix="probe-unit:"), state.health,
-                      state.quotas, known=lambda name: True, probes=state.probes, origin="here")
+                      known=lambda name: True, probes=state.probes, origin="here")
     now = time.monotonic()
     health = state.health.get("t")
     health.adopt_cooldown(now + 60, now, reason="server_error", origin="there")

@@ -1,7 +1,7 @@
-"""Cooldowns, lockouts, open breakers and provider-limit counts shared by processes through a real Redis.
+"""Cooldowns, lockouts and open breakers shared by processes through a real Redis.
 
-Two ``GatewayState`` objects stand for two gateway processes: each has its own health registry, quota
-registry and background sync with its own connection, and they share only a Redis key prefix. The engine
+Two ``GatewayState`` objects stand for two gateway processes: each has its own health registry and
+background sync with its own connection, and they share only a Redis key prefix. The engine
 serves with the module-wide ``state`` (one of the two), the simulator records what reached each provider.
 Waits poll for a state with a bounded wait; none asserts how fast something happened.
 """
@@ -252,28 +252,6 @@ def test_without_redis_health_stays_in_the_process(sim: SimulatorServer, setting
 
 def cooling_in(gateway: GatewayState, name: str) -> bool:
     return gateway.health.get(name).status(time.monotonic()) == "cooling"
-
-
-def test_provider_limit_counts_are_shared_so_the_other_process_routes_elsewhere(sim: SimulatorServer,
-                                                                               prefix: str) -> None:
-    table = pool_table(sim.base_url, rpm=3)
-
-    async def scenario() -> list[str]:
-        there = replica(table, REDIS_URL, prefix)
-        here = replica(table, REDIS_URL, prefix, state)
-        try:
-            now = time.monotonic()
-            for _ in range(3):  # the other process sent primary its three requests of this minute
-                assert there.quotas.dispatch("primary", now) is None
-            await there.sync_once()
-            await here.sync_once()
-            return [(await answer(request(table, "pool", f"q{i}"))).headers["X-GoModel-Target"] for i in range(2)]
-        finally:
-            await there.stop()
-            await state.stop_sharing()
-
-    assert run(scenario()) == ["secondary", "secondary"]
-    assert sim.received("primary") == []
 
 
 def test_a_probe_success_elsewhere_closes_a_breaker_whose_cooldown_is_over(sim: SimulatorServer,
