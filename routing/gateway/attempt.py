@@ -20,7 +20,7 @@ from routing.clients.http1 import UpstreamResponse
 from routing.core.answer import Answer, Usage, cost_usd
 from routing.core.embeddings import EmbeddingsRequest
 from routing.core.error_classifier import classify_exception, classify_http_error
-from routing.core.outcome import AttemptOutcome, ErrorClass
+from routing.core.outcome import AttemptOutcome, ErrorClass, ended_by_client_deadline
 from routing.core.provider_limits import QuotaTicket, estimated_usage
 from routing.core.table import ModelSpec, ProviderSpec
 from routing.core.validate import ValidationRules, Verdict, validate_answer
@@ -80,6 +80,15 @@ class LiveStream:
     ttfb_s: float
     started: float
     quota: QuotaTicket | None = None  # its count in the target's provider rpm/tpm, settled when the stream ends
+    # When the client's deadline (X-GoModel-Deadline-Ms, the workload contract's) cuts the rest of the stream off;
+    # None when the provider's timeout or the gateway's default deadline does (the attempt loop sets it).
+    client_deadline_at: float | None = None
+
+    def blame(self, failure: AttemptOutcome, now: float) -> AttemptOutcome:
+        """``failure`` of the relayed stream, marked as the client's when the client's deadline cut it off."""
+        if ended_by_client_deadline(failure, now=now, cut_at=self.client_deadline_at):
+            return failure.by_client()
+        return failure
 
 
 @dataclass(frozen=True)

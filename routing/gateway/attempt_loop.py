@@ -5,6 +5,11 @@ Each pass takes the next candidate and
 2. ``_attempt``: sends one attempt (JSON to its end, a stream until its first client frames);
 3. ``_record``: books the outcome into the attempt record, the target's health and the metrics;
 4. ``_next_step``: asks the retry policy whether to retry the same target, fall back, or stop.
+A failure the request itself caused never reaches the target's health: a timeout where the client's own deadline
+cut the attempt off (``ended_by_client_deadline``), an answer refused for what the request asked of it
+(``routing.core.validate``). A 401/403/404 is first a suspicion of the gateway key that saw it
+(``routing.core.lockouts``): that key avoids the target, and a probe with the gateway's own credentials is sent
+at once (``routing.gateway.prober.confirm_soon``); it locks the target out for every key once confirmed.
 ``_give_up`` turns the loop's last state into the client's error. A stream that produced frames, and a JSON
 answer that passed validation, are answered at once (``routing.gateway.responses``).
 """
@@ -26,8 +31,9 @@ from routing.clients.http1 import PoolExhausted
 from routing.config.answer_checks import resolve_validator
 from routing.core.contracts import EffectiveContract
 from routing.core.deadline import AttemptAllowance, Deadline
-from routing.core.health import TargetHealth
-from routing.core.outcome import AttemptOutcome, ErrorClass
+from routing.core.health import CooldownStarted, TargetHealth
+from routing.core.lockouts import needs_confirmation
+from routing.core.outcome import AttemptOutcome, ErrorClass, ended_by_client_deadline
 from routing.core.provider_limits import QuotaTicket, choices_of, reservation
 from routing.core.retry import client_status
 from routing.core.table import ModelSpec
@@ -42,6 +48,7 @@ from routing.gateway.attempt import (
     used_tokens,
 )
 from routing.gateway.gateway_error import GatewayError
+from routing.gateway.prober import confirm_soon
 from routing.gateway.records import AttemptRecord, Call, Journey
 from routing.gateway.responses import count_attempt, health_view, json_response, stream_response
 from routing.gateway.state import state
@@ -78,6 +85,9 @@ class AttemptLoop:
         self.journey = journey
         self.models = models
         self.deadline = deadline
+        # The deadline in force is the client's (its header, its workload's contract), not the gateway's default:
+        # an attempt it cuts off is the client's failure, never the target's.
+        self.client_deadline = "x-gomodel-deadline-ms" in call.headers or contract.deadline_ms is not None
         self.rules = validation_rules(contract)
         self.wants_usage = client_wants_usage(call.inbound, call.body)
         self.index = 0  # the candidate being tried
@@ -115,7 +125,10 @@ class AttemptLoop:
                 # Committed: no other attempt can follow, so the rest of the stream may take what is left of
                 # the request's deadline (within the provider's timeout), not only this attempt's share.
                 timeout_s = self.call.table.providers[model.provider].timeout_s
-                result.response.extend_deadline(min(self.deadline.remaining(now), timeout_s - (now - result.started)))
+                remaining, provider_left = self.deadline.remaining(now), timeout_s - (now - result.started)
+                result.response.extend_deadline(min(remaining, provider_left))
+                if self.client_deadline and remaining < provider_left:
+                    result.client_deadline_at = self.deadline.at
                 return await stream_response(self.call, self.journey, record, model, result, self.rules, health,
                                              admission == "probe")
             self._record(model, record, health, result)
@@ -139,6 +152,10 @@ class AttemptLoop:
             launchable = not self.deadline.expired(now)
         if not launchable:
             self.deadline_exhausted = True
+            return None
+        avoided = state.lockouts.avoids(model.name, self.call.key_scope, now)
+        if avoided is not None:  # this key met a 401/403/404 there that is not confirmed yet: only it keeps off
+            self.cooling_until = avoided if self.cooling_until is None else min(self.cooling_until, avoided)
             return None
         admission = health.begin(now)
         if admission == "refused":  # cooling down (a concrete model has no alternative to skip to)
@@ -228,6 +245,9 @@ class AttemptLoop:
                            timeout_s=self._attempt_timeout(allowance), rules=self.rules,
                            client_wants_usage=self.wants_usage, embeddings=self.call.embeddings,
                            responses=self.call.responses, client_headers=self.call.headers)
+        # When the client's deadline, rather than the provider's timeout, is what ends this attempt.
+        cut_at = (time.monotonic() + spec.timeout_s
+                  if self.client_deadline and spec.timeout_s < provider.timeout_s else None)
         try:
             result = await (start_stream_attempt(spec) if spec.stream else run_json_attempt(spec))
         except TranslationError as exc:
@@ -253,7 +273,10 @@ class AttemptLoop:
             health.end(time.monotonic(), probe=probe)
             raise
         if not isinstance(result, LiveStream):
-            health.end(time.monotonic(), probe=probe)
+            now = time.monotonic()
+            health.end(now, probe=probe)
+            if ended_by_client_deadline(result.outcome, now=now, cut_at=cut_at):
+                result.outcome = result.outcome.by_client()
         return result
 
     def _gateway_overloaded(self, model: ModelSpec, record: AttemptRecord, exc: PoolExhausted) -> NoReturn:
@@ -273,8 +296,8 @@ class AttemptLoop:
     def _record(self, model: ModelSpec, record: AttemptRecord, health: TargetHealth, result: AttemptResult) -> None:
         """Book a finished JSON attempt: health (and a cooldown it trips), the record, the metrics."""
         self.last = result
+        cooldown = self._record_health(model, health, result)
         outcome = result.outcome
-        cooldown = health.record(outcome, time.monotonic())
         if cooldown is not None:
             metrics.ROUTING_COOLDOWNS.labels(model.name, cooldown.reason).inc()
         record.outcome = outcome
@@ -291,6 +314,20 @@ class AttemptLoop:
             record.validation = "not_run"
         record.health = health_view(health, time.monotonic())
         count_attempt(model.name, outcome)
+
+    def _record_health(self, model: ModelSpec, health: TargetHealth, result: AttemptResult) -> CooldownStarted | None:
+        """Book an attempt's outcome into the target's health; a lockout only once confirmed (module docstring)."""
+        now, outcome = time.monotonic(), result.outcome
+        if not needs_confirmation(outcome):
+            return health.record(outcome, now)
+        report = state.lockouts.report(model.name, self.call.key_scope, now)
+        if report == "confirmed":  # a second key saw the same: the target is locked out for every key
+            return health.record(outcome, now)
+        if report == "suspected":  # only this key keeps off the target while a probe finds out
+            confirm_soon(state, self.call.table, model.name)
+        else:  # a probe with the gateway's credentials just passed there: the request earned its own answer
+            result.outcome = outcome.by_client()
+        return None
 
     async def _next_step(self, record: AttemptRecord, outcome: AttemptOutcome, allowance: AttemptAllowance) -> bool:
         """Apply the retry policy to a failed attempt; False when the loop stops here."""

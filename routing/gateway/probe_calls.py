@@ -53,7 +53,20 @@ def build_probe(provider: ProviderSpec, model: ModelSpec, mode: ProbeMode,
 
 
 async def send_probe(provider: ProviderSpec, model: ModelSpec, mode: ProbeMode, api_key: str) -> ProbeCall:
-    """Send one probe and classify its answer; never raises for anything the provider or the network does."""
+    """Send one probe and classify its answer; never raises for anything the provider or the network does.
+
+    A models call whose 2xx answer does not prove the model (it is not listed, or the listing does not parse) is
+    followed by a one-token completion with the same key, whose outcome is the probe's: a listing may leave out
+    a model the provider serves, and only an answer about the model itself may lock it out.
+    """
+    call = await _send_one(provider, model, mode, api_key)
+    if call.mode == "models" and not call.outcome.ok and call.outcome.status is not None and \
+            200 <= call.outcome.status < 300:
+        return await _send_one(provider, model, "completion", api_key)
+    return call
+
+
+async def _send_one(provider: ProviderSpec, model: ModelSpec, mode: ProbeMode, api_key: str) -> ProbeCall:
     try:
         mode, built = build_probe(provider, model, mode, api_key)
     except TranslationError:

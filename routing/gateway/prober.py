@@ -17,6 +17,13 @@ Each probe is counted (``gomodel_probes_total{target,result}``), shown in the ad
 time and result), priced when it is a completion (``gomodel_cost_usd_total`` by target,
 ``gomodel_spend_usd_total`` and ``gomodel_tokens_total`` under the key label ``(probe)``), and audited when it
 changed a target's state (or cost something): an audit revision with the endpoint ``probe``.
+
+``confirm_soon`` sends one more kind of probe, outside the rounds and in the process that needs it (lease or
+not): the immediate probe with the gateway's own credentials that confirms or dismisses a 401/403/404 one gateway
+key saw (``routing.core.lockouts``). At most one per target at a time and per ``probe_spacing_s``, at most
+``MAX_CONFIRMATIONS`` at once, none for a provider whose ``probe`` is ``off`` (a second key's sighting confirms
+there). It is priced, shown and audited like the others, but neither counted in ``gomodel_probes_total`` (the
+rounds' count) nor reported to the other processes: they hear only the lockout it confirms.
 """
 
 from __future__ import annotations
@@ -33,7 +40,6 @@ from typing import Any
 from django.conf import settings
 
 from routing.clients import gcp_tokens
-from routing.clients.aws_signing import SIGNED_KINDS
 from routing.clients.gcp_tokens import GOOGLE_TOKEN_KINDS
 from routing.clients.probe_lease import ProbeLease
 from routing.clients.redis_client import RedisReplyError, RedisUnavailable
@@ -47,6 +53,7 @@ from routing.core.probes import (
     ProbeEffect,
     ProbeReported,
     ProbeTask,
+    apply_confirmation,
     apply_probe,
     lease_timing,
     plan_probes,
@@ -65,6 +72,7 @@ log = logging.getLogger("gomodel.probes")
 
 _REDIS_DOWN = (RedisUnavailable, RedisReplyError, OSError)
 MAX_CONCURRENT_PROBES = 4
+MAX_CONFIRMATIONS = 8  # confirmation probes in flight at once in one process
 IDLE_RECHECK_S = 1.0  # probes switched off (interval 0): how often the setting is read again
 PROBE_KEY_LABEL = "(probe)"  # the key label of probes in the spend and token metrics (no gateway key sent them)
 
@@ -72,6 +80,15 @@ _EFFECT_TEXT = {
     "closed": "the cooldown ended early",
     "extended": "the cooldown was extended",
     "unchanged": "no state change",
+    "confirmed": "the lockout now holds for every key",
+    "dismissed": "the key that saw the lockout no longer avoids the target",
+}
+
+
+_PROBE_TEXT = {
+    "transient": "background probe of a target cooling",
+    "lockout": "background probe of a target locked out",
+    "confirm": "probe with the gateway's credentials of a 401/403/404 one key saw at",
 }
 
 
@@ -194,76 +211,126 @@ class Prober:
         return [record for record in done if record is not None]
 
     async def _probe(self, table: RoutingTable, task: ProbeTask) -> ProbeRecord | None:
-        provider, model = table.providers[task.provider], table.models[task.target]
         started, started_unix = self._clock(), time.time()
-        keys = provider.api_keys
-        if provider.kind in GOOGLE_TOKEN_KINDS:  # Vertex AI: the key is the provider's current access token
-            keys, _problems = await gcp_tokens.access_keys(provider)
-        # A Bedrock provider without an API key signs with AWS credentials instead (send_probe signs).
-        signed = provider.kind in SIGNED_KINDS and not provider.key_problems
-        if not keys and not signed:
-            # No configured key resolves (docs/providers.md): nothing is sent, and the lockout stays.
-            call = ProbeCall(AttemptOutcome.failure(ErrorClass.INCOMPATIBLE, "key_unavailable"), task.mode)
-        elif task.reason == "lockout":
-            # A lockout is the key's verdict: every key the provider's attempts use must pass.
-            call = await self._each_key(provider_keys=[k.reveal() for k in keys] or [""], task=task, table=table)
-        else:
-            key = keys[self.state.next_key_index(provider.name, len(keys))].reveal() if keys else ""
-            call = await send_probe(provider, model, task.mode, key)
+        call = await _send(self.state, table, task)
         health = self.state.health.peek(task.target)
         if health is None:  # the target left the routing table while the probe was out
             return None
         effect = apply_probe(health, call.outcome, started, self._clock())
         record = ProbeRecord(task, call, effect)
-        self._account(table, record, started_unix)
+        _account(self.state, table, record, started_unix)
         return record
 
-    async def _each_key(self, *, provider_keys: list[str], task: ProbeTask, table: RoutingTable) -> ProbeCall:
-        """Probe with each key in turn until one fails: that failure, or the last success, with the usage and
-        cost of every call summed."""
-        provider, model = table.providers[task.provider], table.models[task.target]
-        calls: list[ProbeCall] = []
-        for key in provider_keys:
-            calls.append(await send_probe(provider, model, task.mode, key))
-            if not calls[-1].outcome.ok:
-                break
-        last = calls[-1]
-        usages = [c.usage for c in calls if c.usage is not None]
-        costs = [c.cost for c in calls if c.cost is not None]
-        usage = Usage(input_tokens=sum(u.input_tokens for u in usages),
-                      output_tokens=sum(u.output_tokens for u in usages),
-                      cached_input_tokens=sum(u.cached_input_tokens for u in usages),
-                      reasoning_tokens=sum(u.reasoning_tokens for u in usages)) if usages else None
-        return ProbeCall(last.outcome, last.mode, usage, sum(costs) if costs else None)
 
-    def _account(self, table: RoutingTable, record: ProbeRecord, started_unix: float) -> None:
-        task, call, effect = record.task, record.call, record.effect
-        result = result_word(call.outcome)
+async def _send(gateway: GatewayState, table: RoutingTable, task: ProbeTask) -> ProbeCall:
+    """The probe's call with the provider's keys from ``table``: every key for a lockout (or its confirmation),
+    the next key in turn otherwise."""
+    provider, model = table.providers[task.provider], table.models[task.target]
+    keys, problems = provider.api_keys, provider.key_problems
+    if provider.kind in GOOGLE_TOKEN_KINDS:  # Vertex AI: the key is the provider's current access token
+        keys, problems = await gcp_tokens.access_keys(provider)
+    if not keys and problems:
+        # Keys are configured but none resolves (docs/providers.md): nothing is sent, and the lockout stays. A
+        # provider configured without a key (a local server; Bedrock signing with AWS credentials, which
+        # send_probe does) is probed without one, as its requests are sent.
+        return ProbeCall(AttemptOutcome.failure(ErrorClass.INCOMPATIBLE, "key_unavailable"), task.mode)
+    if task.reason in ("lockout", "confirm"):
+        # A lockout is the key's verdict: every key the provider's attempts use must pass.
+        return await _each_key(table, task, [k.reveal() for k in keys] or [""])
+    key = keys[gateway.next_key_index(provider.name, len(keys))].reveal() if keys else ""
+    return await send_probe(provider, model, task.mode, key)
+
+
+async def _each_key(table: RoutingTable, task: ProbeTask, provider_keys: list[str]) -> ProbeCall:
+    """Probe with each key in turn until one fails: that failure, or the last success, with the usage and
+    cost of every call summed."""
+    provider, model = table.providers[task.provider], table.models[task.target]
+    calls: list[ProbeCall] = []
+    for key in provider_keys:
+        calls.append(await send_probe(provider, model, task.mode, key))
+        if not calls[-1].outcome.ok:
+            break
+    last = calls[-1]
+    usages = [c.usage for c in calls if c.usage is not None]
+    costs = [c.cost for c in calls if c.cost is not None]
+    usage = Usage(input_tokens=sum(u.input_tokens for u in usages),
+                  output_tokens=sum(u.output_tokens for u in usages),
+                  cached_input_tokens=sum(u.cached_input_tokens for u in usages),
+                  reasoning_tokens=sum(u.reasoning_tokens for u in usages)) if usages else None
+    return ProbeCall(last.outcome, last.mode, usage, sum(costs) if costs else None)
+
+
+def confirm_soon(gateway: GatewayState, table: RoutingTable, target: str) -> bool:
+    """Start the probe that confirms or dismisses a 401/403/404 one gateway key saw at ``target``, on the running
+    event loop; False when none is started (see the module docstring for when)."""
+    model = table.models.get(target)
+    provider = table.providers.get(model.provider) if model is not None else None
+    if model is None or provider is None or probe_mode(provider.kind, provider.probe) == "off":
+        return False
+    if target in gateway.confirming or len(gateway.confirming) >= MAX_CONFIRMATIONS:
+        return False
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    if not gateway.lockouts.wants_probe(target, time.monotonic()):
+        return False
+    task = loop.create_task(_confirm(gateway, table, target), name="gomodel-confirm-lockout")
+    gateway.confirming[target] = task
+    task.add_done_callback(lambda _done: gateway.confirming.pop(target, None))
+    return True
+
+
+async def _confirm(gateway: GatewayState, table: RoutingTable, target: str) -> None:
+    try:
+        await confirm_lockout(gateway, table, target)
+    except Exception:  # a confirmation is never worth a crash; the key that saw the lockout keeps avoiding it
+        log.exception("could not confirm the lockout one key saw at %s", target)
+
+
+async def confirm_lockout(gateway: GatewayState, table: RoutingTable, target: str) -> ProbeRecord:
+    """Probe ``target`` with the gateway's own credentials now and apply what it proves to the lockout a key saw
+    (``routing.core.probes.apply_confirmation``); the record as accounted."""
+    model = table.models[target]
+    provider = table.providers[model.provider]
+    task = ProbeTask(target, provider.name, probe_mode(provider.kind, provider.probe), "confirm")
+    started_unix = time.time()
+    call = await _send(gateway, table, task)
+    effect = apply_confirmation(gateway.health.get(target), gateway.lockouts, call.outcome, time.monotonic())
+    record = ProbeRecord(task, call, effect)
+    _account(gateway, table, record, started_unix)
+    return record
+
+
+def _account(gateway: GatewayState, table: RoutingTable, record: ProbeRecord, started_unix: float) -> None:
+    task, call, effect = record.task, record.call, record.effect
+    result = result_word(call.outcome)
+    confirmation = task.reason == "confirm"
+    if not confirmation:  # the rounds' count; a confirmation is the request path's, not a round's
         metrics.PROBES.labels(task.target, result).inc()
-        usage = call.usage
-        if call.cost:
-            metrics.COST.labels(task.target).inc(call.cost)
-            metrics.SPEND.labels(PROBE_KEY_LABEL, "").inc(call.cost)
-        if usage is not None:
-            if usage.input_tokens:
-                metrics.TOKENS.labels(PROBE_KEY_LABEL, "", "input").inc(usage.input_tokens)
-            if usage.output_tokens:
-                metrics.TOKENS.labels(PROBE_KEY_LABEL, "", "output").inc(usage.output_tokens)
-        self.state.probes[task.target] = LastProbe(time.time(), result, effect)
-        shared = self.state.shared
-        if shared is not None:
-            shared.report_probe(ProbeReported(task.target, result, effect))
-        billed = usage is not None and (usage.input_tokens or usage.output_tokens)
-        if effect != "unchanged":
-            log.info("background probe of %s (%s, %s): %s; %s", task.target, call.mode, task.reason, result,
-                     _EFFECT_TEXT[effect])
-        if effect != "unchanged" or billed or call.cost:
-            publish = audit_handoff.publish
-            if publish is not None:
-                try:
-                    publish(probe_event(table, record, started_unix))
-                except Exception:  # the audit trail must never stop the prober; the publisher spools what it can
-                    log.exception("could not hand the audit event of a probe of %s to the publisher", task.target)
+    usage = call.usage
+    if call.cost:
+        metrics.COST.labels(task.target).inc(call.cost)
+        metrics.SPEND.labels(PROBE_KEY_LABEL, "").inc(call.cost)
+    if usage is not None:
+        if usage.input_tokens:
+            metrics.TOKENS.labels(PROBE_KEY_LABEL, "", "input").inc(usage.input_tokens)
+        if usage.output_tokens:
+            metrics.TOKENS.labels(PROBE_KEY_LABEL, "", "output").inc(usage.output_tokens)
+    gateway.probes[task.target] = LastProbe(time.time(), result, effect)
+    shared = gateway.shared
+    if shared is not None and not confirmation:  # the others hear a confirmation's lockout, not the probe
+        shared.report_probe(ProbeReported(task.target, result, effect))
+    billed = usage is not None and (usage.input_tokens or usage.output_tokens)
+    if effect != "unchanged":
+        log.info("%s %s (%s): %s; %s", _PROBE_TEXT[task.reason], task.target, call.mode, result, _EFFECT_TEXT[effect])
+    if effect != "unchanged" or billed or call.cost:
+        publish = audit_handoff.publish
+        if publish is not None:
+            try:
+                publish(probe_event(table, record, started_unix))
+            except Exception:  # the audit trail must never stop the prober; the publisher spools what it can
+                log.exception("could not hand the audit event of a probe of %s to the publisher", task.target)
 
 
 def probe_event(table: RoutingTable, record: ProbeRecord, started_unix: float) -> dict[str, Any]:
@@ -287,8 +354,7 @@ def probe_event(table: RoutingTable, record: ProbeRecord, started_unix: float) -
         "target": task.target,
         "status": outcome.status if outcome.status is not None else (200 if outcome.ok else None),
         "error_class": error_class,
-        "error_message": f"background probe ({call.mode}) of a target "
-                         f"{'locked out' if task.reason == 'lockout' else 'cooling'}: {result}; {_EFFECT_TEXT[effect]}",
+        "error_message": f"{_PROBE_TEXT[task.reason]} {task.target} ({call.mode}): {result}; {_EFFECT_TEXT[effect]}",
         "latency_ms": round(outcome.latency_s * 1000, 2),
         "usage": usage_dict(call.usage),
         "cost_usd": call.cost,

@@ -272,6 +272,9 @@ class AttemptRecord:
             "status": outcome.status if outcome else None,
             "error_class": str(outcome.error_class) if outcome and outcome.error_class else None,
             "reason": outcome.reason if outcome else "ok",
+            # Whose failure it was (routing.core.outcome.Cause): "target" exactly when it counted against the
+            # target's health; "client" when the request caused it (its deadline, its max_tokens, what it asked for).
+            "caused_by": outcome.cause if outcome else None,
             "latency_ms": round(outcome.latency_s * 1000, 2) if outcome else None,
             "ttfb_ms": None if self.ttfb_s is None else round(self.ttfb_s * 1000, 2),
             "usage": usage_dict(self.usage),

@@ -275,7 +275,7 @@ class _StreamBooking:
             record.validation = journey.validation = "accepted" if verdict.ok else f"rejected:{verdict.reason}"
             result = AttemptOutcome.success(now - self.live.started)
         else:
-            result = failure
+            result = failure = self.live.blame(failure, now)  # the client's deadline cutting it off is the client's
             record.action = "gave_up"  # bytes already reached the client: nothing may replace them
             if failure.reason != "client_disconnected":
                 health.record(failure, now)

@@ -22,6 +22,7 @@ from routing.clients.pin_store import PinStore, make_pin_store
 from routing.clients.provider_quota_store import ProviderQuotaStore
 from routing.clients.shared_state_store import DEFAULT_PREFIX, SharedStateStore
 from routing.core.health import HealthConfig, HealthRegistry
+from routing.core.lockouts import LockoutSuspicions
 from routing.core.probes import LastProbe
 from routing.core.provider_limits import ProviderLimits, QuotaRegistry
 from routing.core.retry import RetryBudget, RetryPolicy
@@ -59,6 +60,10 @@ class GatewayState:
     # The last background probe of each target (routing.gateway.prober), this process's or, with REDIS_URL,
     # the prober's of the cluster: for the admin's live state.
     probes: dict[str, LastProbe] = field(default_factory=dict)
+    # A live attempt's 401/403/404 avoided by the gateway key that saw it until it is confirmed
+    # (routing.core.lockouts), and the confirmation probes in flight by target (routing.gateway.prober).
+    lockouts: LockoutSuspicions = field(default_factory=LockoutSuspicions)
+    confirming: dict[str, asyncio.Task[None]] = field(default_factory=dict)
 
     @property
     def pins(self) -> PinStore:
@@ -112,6 +117,8 @@ class GatewayState:
         self.selector_config = SelectorConfig.from_settings(table.settings)
         names = set(table.models) | set(table.virtual_models)
         self.health.retain(names)
+        self.lockouts.ttl_s = table.settings.cooldown_max_s  # a key avoids a target as long as a lockout would last
+        self.lockouts.retain(table.models)
         self._models = frozenset(table.models)
         self.quotas.configure({m.name: ProviderLimits(m.rpm, m.tpm) for m in table.models.values() if m.rpm or m.tpm})
         if self._provider_quotas is not None:
@@ -162,6 +169,7 @@ class GatewayState:
     def reset(self) -> None:
         """Forget everything learned (tests, and the admin's reset action)."""
         self.health.reset()
+        self.lockouts.reset()
         self.quotas.reset()
         self.probes.clear()
         self.round_robin.clear()

@@ -87,9 +87,11 @@ def test_a_401_on_one_process_keeps_the_other_off_the_target(sim: SimulatorServe
         here = replica(table, REDIS_URL, prefix, state)  # the engine's process
         there = replica(table, REDIS_URL, prefix)
         try:
-            # The engine's process sends a request to primary and gets the provider's 401: a lockout here.
+            # The engine's process sends a request to primary and gets the provider's 401; the probe with the
+            # gateway's own credentials it sends at once gets the same: a lockout here.
             reply = await answer(request(table, "primary"))
             assert reply.status in (401, 502)
+            await asyncio.gather(*state.confirming.values())
             assert cooling(here, "primary")
             await eventually(lambda: cooling(there, "primary"), what="the lockout reaching the other process")
             return [there.health.get("primary").shared_origin or "", here.origin]
@@ -100,7 +102,7 @@ def test_a_401_on_one_process_keeps_the_other_off_the_target(sim: SimulatorServe
     origin, engine_origin = run(scenario())
     assert origin == engine_origin  # the admin can say which process the verdict came from
     assert counted("gomodel_shared_health_adopted_total", event="open") == adopted_before + 1
-    assert len(sim.received("primary")) == 1
+    assert len(sim.received("primary")) == 2  # the request, and the confirming one-token completion
 
 
 def test_a_process_that_adopted_a_lockout_sends_no_request_to_the_target(sim: SimulatorServer, prefix: str) -> None:
