@@ -777,10 +777,12 @@ class IdempotentOperation(models.Model):
 class StoredResponse(models.Model):
     """A Responses API answer kept so that a later request can continue it with ``previous_response_id``.
 
-    Holds the whole conversation up to and including this answer (the input items of the turn, the earlier turns
-    included, and the answer as the items that carry it forward), so continuing it is one indexed read. Scoped to
-    the gateway key that created it: another key asking for it is told the id is unknown. Rows past
-    ``expires_at`` are never read, and are deleted by the purge (routing/tasks.py, ``manage.py purge_responses``).
+    Holds one turn: its own input items and the answer as the items that carry it forward, with a link to the
+    response it continued, so a conversation is stored once however many turns it has; continuing it reads the
+    chain of links in one query (routing/clients/responses_store.py). A row written before turns were linked
+    holds its whole conversation and no link. Scoped to the gateway key that created it: another key asking for
+    it is told the id is unknown. A row past ``expires_at`` cannot be continued; it is deleted by the purge
+    (routing/tasks.py, ``manage.py purge_responses``) once no row of its conversation can be continued either.
     """
 
     response_id = models.CharField(max_length=64, primary_key=True)
@@ -791,6 +793,11 @@ class StoredResponse(models.Model):
     output_items = models.JSONField()
     created_at = models.DateTimeField()
     expires_at = models.DateTimeField(db_index=True)
+    # The response this turn continued; None on the first turn of a conversation.
+    previous_response_id = models.CharField(max_length=64, null=True, blank=True)
+    # The first turn's id, on every later turn (None on the first turn itself): the purge keeps or deletes a
+    # conversation as a whole, with one indexed look-up per conversation.
+    root_response_id = models.CharField(max_length=64, null=True, blank=True, db_index=True)
 
     class Meta:
         verbose_name = "stored response"

@@ -1,12 +1,18 @@
 """Stored Responses API answers in the database, for ``previous_response_id``.
 
+A conversation is stored once: each row holds one turn (its own input items and its answer) and the id of the
+response it continued, so a ten-turn conversation is ten turns of storage, not fifty-five. Continuing one reads
+the whole chain of links in one query (a recursive CTE, bounded to ``MAX_TURNS`` rows, with the key's scope and
+the expiry of the response asked for checked on the way in). Retention goes by conversation: a turn whose own
+time is up is kept while a later turn of the same conversation can still be continued, and the purge deletes a
+conversation whole once none of it can (so a chain never loses a link to the purge).
+
 Only Responses requests touch this table: a write per answer the client asked to store, handed to a worker
-thread and never awaited by the answer, and one primary-key read (the key's scope and the expiry checked on the
-row) for a request that continues a conversation. Writing after the answer means a client that follows up at once
-can ask for a response whose row is still on its way: a follow-up in the same process waits for that write itself;
-in another process, an id the gateway made moments ago (its creation time is in the id) and of which no row exists
-yet is looked up again for a short while before it is called unknown. Another key's row, or an expired one, is
-answered at once: there is no write to wait for.
+thread and never awaited by the answer, and one read for a request that continues a conversation. Writing after
+the answer means a client that follows up at once can ask for a response whose row is still on its way. The
+caller (routing/gateway/stored_responses.py) knows from the id's MAC whether the id is this key's and was to be
+stored, so only then is anything waited for: this process's own write of that response, bounded; or, when the
+caller asks for it, a row another process is writing, re-read with growing pauses within ``wait_s``.
 """
 
 from __future__ import annotations
@@ -21,114 +27,193 @@ from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError
+from django.db.migrations.recorder import MigrationRecorder
+from django.db.models import Exists, OuterRef, Q, Subquery, Value
+from django.db.models.functions import Coalesce
 
 from routing.clients.db_thread import in_db_thread
 from routing.models import StoredResponse
-from routing.providers.responses_ids import response_created_unix
 
 log = logging.getLogger("gomodel.responses")
 
-FRESH_S = 600.0  # an id made this recently may name a row still being written (a long stream stores at its end)
-WAIT_S = 1.5  # how long a follow-up looks for such a row
-POLL_S = 0.05
+LEGACY_GRACE_S = 3600.0  # after this version's migration, old processes of a rolling upgrade may still make ids
+MAX_TURNS = 1000  # the most responses one stored conversation may chain; bounds the read of a chain
+PENDING_WAIT_S = 1.5  # how long a follow-up waits for this process's own write of the response it names
+FIRST_REREAD_S = 0.025  # the first pause before looking again for another process's row; each pause doubles
 
-_pending: dict[str, asyncio.Task[None]] = {}  # writes under way in this process, by response id
+_pending: dict[tuple[str, str], asyncio.Task[None]] = {}  # writes under way here, by (key scope, response id)
+_legacy_ids_until: float | None = None  # read once per process: see legacy_ids_until
+_TURNS_MIGRATION = ("routing", "0016_stored_response_turns")
+
+_TABLE = StoredResponse._meta.db_table
+_COLUMNS = ", ".join(f"s.{field.column}" for field in StoredResponse._meta.concrete_fields)
+# From the response asked for (this scope's, not expired) back along its links, newest first. A link is followed
+# within the same scope only, and whatever the earlier turn's own expiry: the purge keeps a conversation whole
+# while any of it can be continued.
+_CHAIN_SQL = f"""
+WITH RECURSIVE chain AS (
+    SELECT {_COLUMNS}, 1 AS turn FROM {_TABLE} s
+     WHERE s.response_id = %s AND s.key_scope = %s AND s.expires_at > %s
+    UNION ALL
+    SELECT {_COLUMNS}, chain.turn + 1 FROM {_TABLE} s
+      JOIN chain ON s.response_id = chain.previous_response_id AND s.key_scope = chain.key_scope
+     WHERE chain.turn < %s
+)
+SELECT * FROM chain ORDER BY turn DESC
+"""  # noqa: S608 (the names are the model's own; the values are parameters)
 
 
 class StoreUnavailable(Exception):
     """The database did not answer; the caller decides what the client hears."""
 
 
+class BrokenConversation(Exception):
+    """The response exists but its conversation cannot be continued: an earlier turn is gone, or it is too long."""
+
+
 @dataclass(frozen=True)
 class Conversation:
-    """A stored response: the items that rebuild its conversation."""
+    """A stored response and the conversation that leads to it, oldest turn first."""
 
     response_id: str
     model: str
-    instructions: str | None
-    input_items: list[dict[str, Any]]
-    output_items: list[dict[str, Any]]
-
-    @property
-    def items(self) -> list[dict[str, Any]]:
-        """The whole conversation, as the input of the next turn begins."""
-        return [*self.input_items, *self.output_items]
+    instructions: str | None  # the last turn's (not carried into the next turn; kept for the record)
+    items: list[dict[str, Any]]  # every turn's input items and answer items, as the next turn's input begins
+    turns: int  # how many stored responses the chain has
 
 
 def _save(response_id: str, key_scope: str, model: str, instructions: str | None, input_items: list[dict[str, Any]],
-          output_items: list[dict[str, Any]], created_unix: float) -> None:
+          output_items: list[dict[str, Any]], created_unix: float, previous_response_id: str | None) -> None:
     created = dt.datetime.fromtimestamp(created_unix, tz=dt.UTC)
-    StoredResponse.objects.update_or_create(
-        response_id=response_id,
-        defaults={"key_scope": key_scope, "model": model, "instructions": instructions, "input_items": input_items,
-                  "output_items": output_items, "created_at": created,
-                  "expires_at": created + dt.timedelta(seconds=settings.GOMODEL_RESPONSES_RETENTION)},
+    root: Any = None
+    if previous_response_id is not None:
+        # Where the conversation began, found in the same statement: the parent's own root, or the parent itself
+        # when it began it (or when it is gone: the chain is broken anyway, and the purge still finds this row).
+        parents_root = StoredResponse.objects.filter(response_id=previous_response_id).values(
+            first=Coalesce("root_response_id", "response_id"))[:1]
+        root = Coalesce(Subquery(parents_root), Value(previous_response_id))
+    # One INSERT: a response id is new for every request, so there is never a row to update.
+    StoredResponse.objects.create(
+        response_id=response_id, key_scope=key_scope, model=model, instructions=instructions,
+        input_items=input_items, output_items=output_items, created_at=created,
+        expires_at=created + dt.timedelta(seconds=settings.GOMODEL_RESPONSES_RETENTION),
+        previous_response_id=previous_response_id, root_response_id=root,
     )
 
 
-def _load(response_id: str, key_scope: str) -> tuple[Conversation | None, bool]:
-    """The conversation if this scope may continue it, and whether a row of that id exists at all (another key's
-    or an expired one: then there is no write to wait for). One primary-key read."""
-    row = StoredResponse.objects.filter(response_id=response_id).first()
-    if row is None:
-        return None, False
-    if row.key_scope != key_scope or row.expires_at <= dt.datetime.now(tz=dt.UTC):
-        return None, True
-    return Conversation(row.response_id, row.model, row.instructions, list(row.input_items),
-                        list(row.output_items)), True
+def _load(response_id: str, key_scope: str) -> Conversation | None:
+    """The conversation if this scope may continue it, None if not (unknown, another scope's, expired); one
+    query. BrokenConversation for a chain with a missing link or of ``MAX_TURNS`` turns already."""
+    now = dt.datetime.now(tz=dt.UTC)
+    rows = list(StoredResponse.objects.raw(_CHAIN_SQL, [response_id, key_scope, now, MAX_TURNS]))
+    if not rows:
+        return None
+    if rows[0].previous_response_id is not None and len(rows) < MAX_TURNS:
+        raise BrokenConversation(f"an earlier response of this conversation "
+                                 f"('{rows[0].previous_response_id[:100]}') is no longer stored")
+    if len(rows) >= MAX_TURNS:
+        raise BrokenConversation(f"this conversation has reached {MAX_TURNS} turns, the most a stored conversation "
+                                 f"may have; start a new one (its items can be sent as input)")
+    items: list[dict[str, Any]] = []
+    for row in rows:
+        items.extend(row.input_items)
+        items.extend(row.output_items)
+    last = rows[-1]
+    return Conversation(last.response_id, last.model, last.instructions, items, len(rows))
+
+
+def _legacy_cutoff() -> float:
+    applied = MigrationRecorder.Migration.objects.filter(
+        app=_TURNS_MIGRATION[0], name=_TURNS_MIGRATION[1]).values_list("applied", flat=True).first()
+    return applied.timestamp() + LEGACY_GRACE_S if applied is not None else 0.0
 
 
 def _purge(batch_size: int) -> int:
     now = dt.datetime.now(tz=dt.UTC)
+    live = StoredResponse.objects.filter(expires_at__gt=now)
     deleted = 0
     while True:
-        ids = list(StoredResponse.objects.filter(expires_at__lte=now).values_list("response_id", flat=True)
-                   [:batch_size])
-        if not ids:
+        # Conversations with an expired turn and no turn that can still be continued, deleted whole.
+        roots = list(
+            StoredResponse.objects.filter(expires_at__lte=now)
+            .annotate(root=Coalesce("root_response_id", "response_id"))
+            .filter(~Exists(live.filter(Q(response_id=OuterRef("root")) | Q(root_response_id=OuterRef("root")))))
+            .values_list("root", flat=True).distinct()[:batch_size])
+        if not roots:
             return deleted
-        count, _ = StoredResponse.objects.filter(response_id__in=ids).delete()
+        count, _ = StoredResponse.objects.filter(Q(response_id__in=roots) | Q(root_response_id__in=roots)).delete()
         deleted += count
 
 
-async def _write(response_id: str, *args: Any) -> None:
+async def _write(pending_key: tuple[str, str], *args: Any) -> None:
     try:
-        await in_db_thread(_save)(response_id, *args)
+        await in_db_thread(_save)(*args)
     except DatabaseError as exc:  # the answer was sent: the client learns of it when it continues the conversation
-        log.warning("responses store: response %s was not stored: %s", response_id, type(exc).__name__)
+        log.warning("responses store: response %s was not stored: %s", pending_key[1], type(exc).__name__)
     finally:
-        _pending.pop(response_id, None)
+        _pending.pop(pending_key, None)
 
 
 def save_soon(*, response_id: str, key_scope: str, model: str, instructions: str | None,
-              input_items: list[dict[str, Any]], output_items: list[dict[str, Any]], created_unix: float) -> None:
-    """Store a response in the background; the caller's answer does not wait for the database."""
+              input_items: list[dict[str, Any]], output_items: list[dict[str, Any]], created_unix: float,
+              previous_response_id: str | None = None) -> None:
+    """Store one turn in the background (its own input items and answer, linked to the response it continued);
+    the caller's answer does not wait for the database."""
+    pending_key = (key_scope, response_id)
     task = asyncio.get_running_loop().create_task(
-        _write(response_id, key_scope, model, instructions, input_items, output_items, created_unix))
-    _pending[response_id] = task  # also keeps the task referenced until it is done
+        _write(pending_key, response_id, key_scope, model, instructions, input_items, output_items, created_unix,
+               previous_response_id))
+    _pending[pending_key] = task  # also keeps the task referenced until it is done
 
 
-async def load(response_id: str, *, key_scope: str) -> Conversation | None:
-    """The stored response for this key, or None for an id unknown to it, foreign or expired."""
-    pending = _pending.get(response_id)
+def pending_writes() -> int:
+    """How many writes this process has under way."""
+    return len(_pending)
+
+
+async def load(response_id: str, *, key_scope: str, wait_s: float = 0.0) -> Conversation | None:
+    """The stored conversation for this key, or None for an id unknown to it, foreign or expired.
+
+    This process's own write of the response, if under way, is waited for (at most ``PENDING_WAIT_S``); with
+    ``wait_s``, a row not found is looked for again, with pauses that double, until ``wait_s`` has passed.
+    StoreUnavailable when the database does not answer; BrokenConversation as ``_load`` says.
+    """
+    pending = _pending.get((key_scope, response_id))
     if pending is not None:
         with contextlib.suppress(TimeoutError):  # then the read below decides
-            await asyncio.wait_for(asyncio.shield(pending), timeout=WAIT_S)
+            await asyncio.wait_for(asyncio.shield(pending), timeout=PENDING_WAIT_S)
     read = in_db_thread(_load)
     try:
-        found, exists = await read(response_id, key_scope)
-        created = response_created_unix(response_id)
-        give_up = time.monotonic() + WAIT_S
-        # Nothing under this id yet, and the gateway made it moments ago: its row may still be on its way.
-        while not exists and created is not None and 0 <= time.time() - created < FRESH_S:
-            if time.monotonic() >= give_up:
+        found = await read(response_id, key_scope)
+        give_up = time.monotonic() + wait_s
+        pause = FIRST_REREAD_S
+        # Only when no write of it was under way here: then another process may be writing it.
+        while found is None and pending is None:
+            left = give_up - time.monotonic()
+            if left <= 0:
                 break
-            await asyncio.sleep(POLL_S)
-            found, exists = await read(response_id, key_scope)
+            await asyncio.sleep(min(pause, left))
+            pause *= 2
+            found = await read(response_id, key_scope)
     except DatabaseError as exc:
         raise StoreUnavailable(type(exc).__name__) from None
     return found
 
 
+async def legacy_ids_until() -> float:
+    """The time (unix) until which this gateway made response ids without a MAC: when the migration that brought
+    them in was applied, plus ``LEGACY_GRACE_S`` for the old processes of a rolling upgrade (0 if it is not
+    recorded). Read once per process; StoreUnavailable when the database does not answer."""
+    global _legacy_ids_until
+    if _legacy_ids_until is None:
+        try:
+            _legacy_ids_until = await in_db_thread(_legacy_cutoff)()
+        except DatabaseError as exc:
+            raise StoreUnavailable(type(exc).__name__) from None
+    return _legacy_ids_until
+
+
 def purge_expired(batch_size: int = 1000) -> int:
-    """Delete the responses past their retention, in batches; the number deleted (blocking: not for the loop)."""
+    """Delete the conversations of which no response can be continued any more, in batches of conversations; the
+    number of rows deleted (blocking: not for the loop)."""
     return _purge(batch_size)

@@ -33,6 +33,7 @@ from routing.gateway.policies import choose_policy, count_decision, settle_polic
 from routing.gateway.records import Call, Journey, Plan
 from routing.gateway.resolve import admit, request_contract
 from routing.gateway.responses import RelayStream, finish
+from routing.gateway.responses_endpoint import continue_conversation
 from routing.gateway.state import state
 from routing.gateway.tier_escalation import escalate_for_capability
 from routing.gateway.tiers import decide_tier
@@ -76,6 +77,8 @@ async def handle(call: Call) -> HttpResponse | StreamingHttpResponse:
 async def _route(call: Call, journey: Journey) -> HttpResponse | StreamingHttpResponse:
     await admit_limits(call, journey)  # first: every answer to a limited key carries its x-ratelimit-* headers
     kind = admit(call, "embeddings" if call.embeddings is not None else "chat")
+    if call.responses is not None:  # its stored conversation is read only for a key within limits and access
+        await continue_conversation(call)
     journey.policy = choose_policy(call)  # an unknown policy is a 400 before anything is decided
     target, route_contract = journey.requested_model, None
     if kind == "category":

@@ -20,6 +20,7 @@ from routing.gateway.planning import PlanInputs, plan_targets
 from routing.gateway.policies import choose_policy, policy_view, settle_policy
 from routing.gateway.records import Call
 from routing.gateway.resolve import admit, request_contract
+from routing.gateway.responses_endpoint import continue_conversation
 from routing.gateway.state import GatewayState, state
 from routing.gateway.tier_escalation import CAPABILITY, capable_route
 from routing.gateway.tiers import TIER_PIN_NAMESPACE, verdict_for
@@ -35,6 +36,7 @@ async def explain_call(call: Call) -> dict[str, Any]:
     requested = call.features.model
     embeddings = call.embeddings
     kind = admit(call, "embeddings" if embeddings is not None else "chat")
+    await continue_conversation(call)  # a Responses body's stored conversation, read as the engine reads it
     policy = choose_policy(call)
     out: dict[str, Any] = {"model": requested, "kind": kind, "config_version": table.version,
                            "endpoint": call.endpoint}

@@ -18,8 +18,8 @@ from django.test import Client
 
 from routing.config.runtime import runtime
 from routing.core.table import KeySpec, ModelSpec, ProviderSpec, RoutingTable
+from routing.gateway.stored_responses import issue_response_id
 from routing.models import StoredResponse, hash_secret
-from routing.providers.responses_ids import new_response_id
 from routing.simulator import unused_loopback_url
 from routing.tasks import purge_expired_responses
 
@@ -51,7 +51,8 @@ def post(client: Client, body: Any, secret: str = ALICE) -> Any:
 
 def stored(key_id: int, *, expires_in: dt.timedelta = dt.timedelta(days=1)) -> str:
     now = dt.datetime.now(tz=dt.UTC)
-    response_id = new_response_id(now.timestamp() - 3600)  # made an hour ago: no wait for a write under way
+    # Made an hour ago, for this key: no wait for a write under way.
+    response_id = issue_response_id(key_scope=key_id, stored=True, now_unix=now.timestamp() - 3600)
     StoredResponse.objects.create(
         response_id=response_id, key_scope=str(key_id), model="chat", instructions=None,
         input_items=[{"type": "message", "role": "user", "content": "earlier"}],
@@ -104,7 +105,7 @@ def test_a_previous_response_belongs_to_the_key_that_stored_it(client: Client) -
 @stores
 def test_an_unknown_or_expired_previous_response_is_the_same_400(client: Client) -> None:
     expired = stored(1, expires_in=-dt.timedelta(seconds=1))
-    for response_id in (expired, "resp_unknown", new_response_id(0)):
+    for response_id in (expired, "resp_unknown", issue_response_id(key_scope=1, stored=True, now_unix=0)):
         refused = post(client, {"model": "chat", "input": "x", "previous_response_id": response_id})
         assert refused.status_code == 400
         assert refused.json()["error"]["param"] == "previous_response_id"

@@ -18,8 +18,8 @@ import pytest
 from django.db import connections
 
 from routing.clients import responses_store
+from routing.gateway.stored_responses import issue_response_id
 from routing.models import StoredResponse
-from routing.providers.responses_ids import new_response_id
 from tests import unreachable_database
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -29,13 +29,17 @@ INPUT = [{"type": "message", "role": "user", "content": "hello"}]
 OUTPUT = [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "hi"}]}]
 
 
+def made(created_unix: float) -> str:
+    return issue_response_id(key_scope=1, stored=True, now_unix=created_unix)
+
+
 def save(response_id: str, key_scope: str = "1", created: float | None = None) -> None:
     responses_store.save_soon(response_id=response_id, key_scope=key_scope, model="m", instructions="sys",
                               input_items=INPUT, output_items=OUTPUT, created_unix=created or time.time())
 
 
 def test_a_response_saved_in_the_background_is_found_at_once_by_its_own_key() -> None:
-    response_id = new_response_id(time.time())
+    response_id = made(time.time())
 
     async def scenario() -> tuple[Any, Any]:
         save(response_id)  # not awaited: the follow-up below waits for the write itself
@@ -51,7 +55,7 @@ def test_a_response_saved_in_the_background_is_found_at_once_by_its_own_key() ->
 
 
 def test_a_row_another_process_is_still_writing_is_waited_for() -> None:
-    response_id = new_response_id(time.time())
+    response_id = made(time.time())
 
     def other_process() -> None:
         time.sleep(0.3)
@@ -66,7 +70,7 @@ def test_a_row_another_process_is_still_writing_is_waited_for() -> None:
     writer = threading.Thread(target=other_process)
     writer.start()
     try:
-        found = asyncio.run(responses_store.load(response_id, key_scope="1"))
+        found = asyncio.run(responses_store.load(response_id, key_scope="1", wait_s=5.0))
     finally:
         writer.join()
     assert found is not None
@@ -74,13 +78,13 @@ def test_a_row_another_process_is_still_writing_is_waited_for() -> None:
 
 def test_an_old_unknown_id_is_answered_without_waiting() -> None:
     started = time.monotonic()
-    for response_id in ("resp_not_ours", new_response_id(time.time() - 3 * 3600)):
+    for response_id in ("resp_not_ours", made(time.time() - 3 * 3600)):
         assert asyncio.run(responses_store.load(response_id, key_scope="1")) is None
-    assert time.monotonic() - started < responses_store.WAIT_S
+    assert time.monotonic() - started < responses_store.PENDING_WAIT_S
 
 
 def test_another_keys_fresh_response_is_refused_without_waiting() -> None:
-    response_id = new_response_id(time.time())
+    response_id = made(time.time())
 
     async def scenario() -> tuple[Any, float]:
         save(response_id, key_scope="1")
@@ -90,11 +94,11 @@ def test_another_keys_fresh_response_is_refused_without_waiting() -> None:
 
     theirs, waited = asyncio.run(scenario())
     assert theirs is None
-    assert waited < responses_store.WAIT_S
+    assert waited < responses_store.PENDING_WAIT_S
 
 
 def test_expired_rows_are_neither_read_nor_kept() -> None:
-    response_id = new_response_id(time.time() - 3600)
+    response_id = made(time.time() - 3600)
     now = dt.datetime.now(tz=dt.UTC)
     StoredResponse.objects.create(response_id=response_id, key_scope="1", model="m", input_items=INPUT,
                                   output_items=OUTPUT, created_at=now, expires_at=now - dt.timedelta(seconds=1))
@@ -105,7 +109,7 @@ def test_expired_rows_are_neither_read_nor_kept() -> None:
 
 def test_a_database_that_is_down_drops_the_write_and_fails_the_read(
         database_unreachable: None, caplog: pytest.LogCaptureFixture) -> None:
-    response_id = new_response_id(time.time() - 3600)
+    response_id = made(time.time() - 3600)
 
     async def scenario() -> None:
         save(response_id)

@@ -22,6 +22,7 @@ from routing.core.limits import Limits
 from routing.core.table import KeySpec, ModelSpec, ProviderSpec, RoutingTable
 from routing.gateway.gateway_error import GatewayError
 from routing.gateway.responses_endpoint import responses_call
+from routing.gateway.stored_responses import issue_response_id
 from routing.models import StoredResponse, hash_secret
 from routing.simulator import SimulatorServer
 from tests import unreachable_database
@@ -323,7 +324,8 @@ def test_an_expired_or_unstored_response_cannot_be_continued(sim: SimulatorServe
 
 def test_a_follow_up_while_the_database_is_down_is_a_503(sim: SimulatorServer, table: RoutingTable,
                                                          database_unreachable: None) -> None:
-    reply = one(table, {"model": "primary", "input": "x", "previous_response_id": "resp_any"}, key=ALICE)
+    previous = issue_response_id(key_scope=ALICE.id, stored=True, now_unix=time.time() - 60)
+    reply = one(table, {"model": "primary", "input": "x", "previous_response_id": previous}, key=ALICE)
     assert (reply.status, reply.error["code"], reply.error["param"]) == (
         503, "responses_store_unavailable", "previous_response_id")
     assert reply.headers["Retry-After"] == "5"

@@ -22,7 +22,7 @@ from routing.providers.responses_calls import (
     parse_responses_answer,
     responses_stream_translator,
 )
-from routing.providers.responses_ids import new_response_id, response_created_unix
+from routing.providers.responses_ids import new_response_id, read_response_id, response_id_key
 from routing.providers.responses_request import answer_items, parse_responses_request
 from routing.providers.responses_to_chat import responses_to_chat
 from tests.providers.support import (
@@ -39,12 +39,14 @@ SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "require
           "additionalProperties": False}
 WEATHER_TOOL = {"type": "function", "name": "get_weather", "description": "Weather of a city",
                 "parameters": SCHEMA, "strict": True}
+ID_KEY = response_id_key("test-secret")
 
 
 def call_for(body: dict[str, Any], earlier: list[dict[str, Any]] | None = None) -> ResponsesCall:
     request = parse_responses_request(body)
     conversation = [*(earlier or []), *request.items]
-    return ResponsesCall(request=request, response_id=new_response_id(1_700_000_000.0), created=1_700_000_000,
+    response_id = new_response_id(1_700_000_000.0, scope="1", stored=True, key=ID_KEY)
+    return ResponsesCall(request=request, response_id=response_id, created=1_700_000_000,
                          conversation=conversation, chat=responses_to_chat(request, conversation))
 
 
@@ -338,11 +340,18 @@ def test_an_openai_response_passes_with_the_gateways_id_and_the_public_model() -
             parsed.usage.reasoning_tokens) == (9, 4, 7, 2)
 
 
-def test_a_gateway_response_id_carries_its_creation_time() -> None:
-    made = new_response_id(1_800_000_000.5)
-    assert len(made) == len("resp_") + 48
-    assert response_created_unix(made) == 1_800_000_000.5
-    assert response_created_unix("resp_upstream") is None
+def test_a_gateway_response_id_carries_its_creation_time_and_a_mac_for_its_key() -> None:
+    made = new_response_id(1_800_000_000.5, scope="7", stored=False, key=ID_KEY)
+    assert len(made) == len("resp_") + 40
+    info = read_response_id(made, scope="7", keys=[response_id_key("old-secret"), ID_KEY])
+    assert info is not None
+    assert (info.created_unix, info.stored, info.legacy) == (1_800_000_000.5, False, False)
+    assert read_response_id(made, scope="8", keys=[ID_KEY]) is None  # another key's
+    assert read_response_id(made, scope="7", keys=[response_id_key("other-secret")]) is None
+    assert read_response_id("resp_upstream", scope="7", keys=[ID_KEY]) is None
+    legacy = read_response_id("resp_0000000003e8" + "0" * 36, scope="7", keys=[ID_KEY])
+    assert legacy is not None
+    assert (legacy.created_unix, legacy.stored, legacy.legacy) == (1.0, True, True)
 
 
 # -- streams ---------------------------------------------------------------------------------------------------
