@@ -480,8 +480,8 @@ if 0 < PRO_ROUTING_PROBE_INTERVAL < 0.1:
     raise ImproperlyConfigured("PRO_ROUTING_PROBE_INTERVAL: must be 0 (off) or at least 100ms")
 
 # How long a stored Responses API answer can be continued with previous_response_id (a Go duration; 720h is 30
-# days); expired rows are never read and are deleted by the routing.tasks.purge_expired_responses beat task or
-# ``manage.py purge_responses``.
+# days); an expired response is never continued, and a conversation none of whose responses can be continued is
+# deleted by the routing.tasks.purge_expired_responses beat task or ``manage.py purge_responses``.
 GOMODEL_RESPONSES_RETENTION = env_duration("GOMODEL_RESPONSES_RETENTION", "720h", minimum=1)
 # How long a settled Idempotency-Key operation (its stored answer, or "unknown") is kept, and a tool-execution
 # ledger entry once it was claimed or reported (Go durations; 24h and 168h, 7 days): a repeat within it gets the

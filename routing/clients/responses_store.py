@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db import DatabaseError
+from django.db import DatabaseError, connection
 from django.db.migrations.recorder import MigrationRecorder
 from django.db.models import Exists, OuterRef, Q, Subquery, Value
 from django.db.models.functions import Coalesce
@@ -104,7 +104,8 @@ def _save(response_id: str, key_scope: str, model: str, instructions: str | None
 def _load(response_id: str, key_scope: str) -> Conversation | None:
     """The conversation if this scope may continue it, None if not (unknown, another scope's, expired); one
     query. BrokenConversation for a chain with a missing link or of ``MAX_TURNS`` turns already."""
-    now = dt.datetime.now(tz=dt.UTC)
+    # As the ORM would pass it (SQLite, the demo's database, keeps naive UTC text).
+    now = connection.ops.adapt_datetimefield_value(dt.datetime.now(tz=dt.UTC))
     rows = list(StoredResponse.objects.raw(_CHAIN_SQL, [response_id, key_scope, now, MAX_TURNS]))
     if not rows:
         return None

@@ -15,7 +15,7 @@ class Command(BaseCommand):
     help = "Delete stored responses (previous_response_id) past GOMODEL_RESPONSES_RETENTION, in batches."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--batch-size", type=int, default=1000, help="Rows deleted per statement.")
+        parser.add_argument("--batch-size", type=int, default=1000, help="Conversations deleted per statement.")
 
     def handle(self, *args: Any, **options: Any) -> None:
         deleted = purge_expired(batch_size=max(1, options["batch_size"]))
