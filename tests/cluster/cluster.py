@@ -53,7 +53,9 @@ SIM_MODELS: dict[str, Any] = {
     "locked": {"latency_ms": 5},
     "spare": {"latency_ms": 5},
     "pricey": {"latency_ms": 150, "reply_tokens": 40},
+    "metered": {"latency_ms": 100},
 }
+METERED_RPM = 3  # the provider's own requests per minute on `sim/metered`, shared by every replica
 # USD per 1M tokens: one `pricey` answer costs about a cent, so a one-dollar budget lasts ~100 requests.
 PRICEY_PRICE = 150.0
 
@@ -68,6 +70,7 @@ def gateway_config(sim_url: str) -> dict[str, Any]:
             {"provider": "sim", "upstream": "spare", "capabilities": ["text"]},
             {"provider": "sim", "upstream": "pricey", "input_price": PRICEY_PRICE, "output_price": PRICEY_PRICE,
              "capabilities": ["text"]},
+            {"provider": "sim", "upstream": "metered", "rpm": METERED_RPM, "capabilities": ["text"]},
         ],
         # In order: `locked` gets every request unless a replica knows it is locked out.
         "virtual_models": [

@@ -3,6 +3,7 @@
 - a key with ``rpm 30`` gets exactly 30 answers and 429s after, whichever replica serves each request;
 - a budget is never exceeded, however many requests are in flight on however many replicas: each is admitted
   only while the spend, the reservations in flight and its own reservation fit (docs/governance.md);
+- a model with the provider's ``rpm 3`` gets exactly 3 requests from a burst spread over every replica;
 - a target that answered 401 on one replica gets no request from any replica (nor from that replica's other
   worker) one second later: the simulator records every request that reached it.
 """
@@ -14,7 +15,7 @@ import time
 
 import pytest
 
-from tests.cluster.cluster import MASTER_KEY, PRICEY_PRICE, Answer, Cluster, Replica, chat_body, request
+from tests.cluster.cluster import MASTER_KEY, METERED_RPM, PRICEY_PRICE, Answer, Cluster, Replica, chat_body, request
 
 pytestmark = [pytest.mark.slow, pytest.mark.services]
 
@@ -87,6 +88,21 @@ def test_a_budget_is_never_exceeded_by_requests_in_flight_on_every_replica(gomod
     assert spent >= BUDGET_USD - reservation  # refused only once less than a request's reservation was left
     assert cluster.metric("gomodel_spend_usd_total", key="cluster-budget") == pytest.approx(spent)
     assert {a.served_by for a in ok} == {r.name for r in cluster.replicas}
+
+
+def test_a_providers_rpm_holds_exactly_over_every_replica(gomodel_cluster: Cluster) -> None:
+    """A burst of four times the provider's rpm through the balancer: exactly rpm requests reach the provider,
+    whichever replicas they land on; the rest are told when the provider's minute has room again."""
+    cluster = gomodel_cluster
+    before = len(cluster.sim.received(model="metered"))
+    answers = asyncio.run(burst(cluster.port, MASTER_KEY, 4 * METERED_RPM, model="sim/metered"))
+    ok = [a for a in answers if a.status == 200]
+    refused = [a for a in answers if a.status != 200]
+    assert len(ok) == METERED_RPM, sorted(str((a.status, a.error_code)) for a in answers)
+    assert len(cluster.sim.received(model="metered")) - before == METERED_RPM
+    assert {(a.status, a.error_code) for a in refused} == {(503, "provider_limit_reached")}
+    assert all(int(a.headers["retry-after"]) >= 1 for a in refused)
+    assert len({a.served_by for a in answers}) >= 2  # the burst was spread: the count is the fleet's, not one's
 
 
 def test_a_target_that_answered_401_on_one_replica_gets_nothing_from_the_others_a_second_later(
