@@ -10,10 +10,10 @@ The breaker is a single state machine; the error class and reason of a failure o
 
       success (resets the runs)
          ┌───┐
-         v   │     429, 401/403/404: at once
+         v   │     429, a confirmed 401/403/404: at once
       ┌─────────┐  3 transient in a row           ┌─────────┐
       │ healthy │ ──────────────────────────────> │ cooling │  open: every attempt refused
-      └─────────┘  5 invalid responses in a row   └─────────┘
+      └─────────┘  5 malformed answers in a row  └─────────┘
            ^                                           │    ^
            │  successes_to_close probe successes       │    │  a failed probe re-opens with
            │  (the doubling resets)     cooldown_until │    │  the next (doubled) cooldown
@@ -23,7 +23,7 @@ The breaker is a single state machine; the error class and reason of a failure o
                                                   └─────────┘  half_open_probes at a time
 
 Cooldown length: ``min(cooldown_max, cooldown_base * 2 ** level)`` where ``level`` counts trips since the
-breaker last closed; 401/403/404 (auth, not found, quota) take ``cooldown_max`` at once; a longer
+breaker last closed; a confirmed 401/403/404 (auth, not found, quota) takes ``cooldown_max`` at once; a longer
 Retry-After wins, up to ``cooldown_max``. Only outcomes that ``punishes_target`` touch the state: never the
 client's own mistakes (PERMANENT), a request this target cannot serve (INCOMPATIBLE context overflow,
 unsupported parameter), nor a failure the request itself caused (``client_caused``: a timeout at the client's

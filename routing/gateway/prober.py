@@ -85,10 +85,11 @@ _EFFECT_TEXT = {
 }
 
 
+# What a probe was, for its audit message, by its reason; {mode} is the call it made.
 _PROBE_TEXT = {
-    "transient": "background probe of a target cooling",
-    "lockout": "background probe of a target locked out",
-    "confirm": "probe with the gateway's credentials of a 401/403/404 one key saw at",
+    "transient": "background probe ({mode}) of a target cooling",
+    "lockout": "background probe ({mode}) of a target locked out",
+    "confirm": "probe ({mode}) with the gateway's credentials of a 401/403/404 one key saw",
 }
 
 
@@ -323,7 +324,8 @@ def _account(gateway: GatewayState, table: RoutingTable, record: ProbeRecord, st
         shared.report_probe(ProbeReported(task.target, result, effect))
     billed = usage is not None and (usage.input_tokens or usage.output_tokens)
     if effect != "unchanged":
-        log.info("%s %s (%s): %s; %s", _PROBE_TEXT[task.reason], task.target, call.mode, result, _EFFECT_TEXT[effect])
+        log.info("background probe of %s (%s, %s): %s; %s", task.target, call.mode, task.reason, result,
+                 _EFFECT_TEXT[effect])
     if effect != "unchanged" or billed or call.cost:
         publish = audit_handoff.publish
         if publish is not None:
@@ -354,7 +356,7 @@ def probe_event(table: RoutingTable, record: ProbeRecord, started_unix: float) -
         "target": task.target,
         "status": outcome.status if outcome.status is not None else (200 if outcome.ok else None),
         "error_class": error_class,
-        "error_message": f"{_PROBE_TEXT[task.reason]} {task.target} ({call.mode}): {result}; {_EFFECT_TEXT[effect]}",
+        "error_message": f"{_PROBE_TEXT[task.reason].format(mode=call.mode)}: {result}; {_EFFECT_TEXT[effect]}",
         "latency_ms": round(outcome.latency_s * 1000, 2),
         "usage": usage_dict(call.usage),
         "cost_usd": call.cost,

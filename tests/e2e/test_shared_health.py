@@ -76,6 +76,8 @@ def test_a_401_on_one_gateway_process_keeps_the_other_off_that_provider(tmp_path
             targets = [httpx2.post(f"{second.base_url}/v1/chat/completions", json={"model": "pool", **chat},
                                    timeout=30).headers.get("x-gomodel-target") for _ in range(3)]
             assert targets == [f"oa/{backup}"] * 3
-            assert len(simulator.received(locked)) == 1  # only the first process's request ever reached it
+            # Only the first process's request and its probe with the gateway's key (which confirmed the lockout)
+            # ever reached it.
+            assert [r["path"] for r in simulator.received(locked)] == ["/v1/chat/completions"] * 2
     finally:
         simulator.clear_faults(locked)
