@@ -9,8 +9,14 @@ One request's limit work is what the engine does for a limited key (``routing/ga
 admission (every limit of the key and of its team checked, the request counted), the ``x-ratelimit-*``
 headers, and the settlement when the answer ends (slot released, tokens and spend counted). The key and its
 team each carry all four limits (rpm, tpm, concurrency, budget), set high enough that nothing is refused, so
-every request does the whole work. With Redis that is one round trip (the admission) and one write that is not
-waited for (the settlement).
+every request does the whole work. Each request holds a reservation (700 tokens, 4,500 nano-dollars) from its
+admission to its settlement, as a request with ``max_tokens`` does; the rows marked "no reservation" leave it out,
+so the difference is what reserving costs. With Redis that is one round trip (the admission) and one write that
+is not waited for (the settlement).
+
+The history rows measure a refused tokens-per-minute admission in Redis with 1k, 10k and 100k answers counted in
+the window: the token window is one-second buckets, so the script's work (Redis's CPU, shown per admission) must
+stay flat whatever the history.
 
 Rows: the in-process store (the embedded default); the Redis store with one request at a time (nothing to
 pipeline); the Redis store with 50 requests in flight (their scripts share the one pipelined connection, as
@@ -49,13 +55,20 @@ from routing.clients.limit_store import LimitStore, ProcessLimitStore, RedisLimi
 from routing.clients.redis_client import RespClient  # noqa: E402
 from routing.core.limits import Limits, LimitScope, rate_limit_headers  # noqa: E402
 
+try:  # reservations exist from this version on; an earlier tree (--before) measures without them
+    from routing.core.limits import NO_RESERVATION, Reservation
+    RESERVED: Any = Reservation(700, 4_500)
+except ImportError:
+    RESERVED = NO_RESERVATION = None
+
 HIGH = Limits(rpm=10**9, tpm=10**12, max_concurrency=10**6, budget_usd=10**6, budget_period="month")
 SCOPES = (LimitScope("key", "bench-key", "key:1", HIGH), LimitScope("team", "bench-team", "team:bench", HIGH))
 IN_FLIGHT = 50
 
 
-async def one_request(store: LimitStore, request_id: str) -> None:
-    admission = await store.admit(SCOPES, request_id)
+async def one_request(store: LimitStore, request_id: str, reservation: Any = None) -> None:
+    admission = await (store.admit(SCOPES, request_id) if reservation is None
+                       else store.admit(SCOPES, request_id, reservation))
     verdict = admission.verdict
     if not verdict.admitted:
         raise RuntimeError("the benchmark's limits are meant never to refuse")
@@ -110,13 +123,14 @@ async def delete_prefix(url: str, prefix: str) -> None:
         await client.aclose()
 
 
-async def limit_run(redis_url: str | None, runner: str, count: int) -> tuple[float, float]:
+async def limit_run(redis_url: str | None, runner: str, count: int, reserve: bool = True) -> tuple[float, float]:
     """One run of ``count`` requests through a fresh store (Redis when ``redis_url`` is given)."""
     prefix = f"gomodel:bench:limits:{uuid.uuid4().hex[:8]}:"
     store: LimitStore = RedisLimitStore(redis_url, prefix=prefix) if redis_url else ProcessLimitStore()
+    reservation = RESERVED if reserve else None
 
     async def work(request_id: str) -> None:
-        await one_request(store, request_id)
+        await one_request(store, request_id, reservation)
 
     try:
         await work("warm-up")  # connect and load the scripts outside the measurement
@@ -158,13 +172,47 @@ def _ignore(reply: object) -> None:
     return None
 
 
+HISTORY_ADMISSIONS = 2_000  # refused admissions measured per history size
+
+
+async def history_run(redis_url: str, history: int) -> tuple[float, float]:
+    """CPU per refused tokens-per-minute admission (the gateway's thread, then Redis's) with ``history`` answers
+    counted in the window, settled as fast as the store sends them (a busy key's minute)."""
+    prefix = f"gomodel:bench:history:{uuid.uuid4().hex[:8]}:"
+    store = RedisLimitStore(redis_url, prefix=prefix)
+    counting = (LimitScope("key", "busy", "key:busy", Limits(tpm=10**12)),)
+    refusing = (LimitScope("key", "busy", "key:busy", Limits(tpm=1)),)  # the same keys, a limit already reached
+    try:
+        admission = await store.admit(counting, "history")
+        for start in range(0, history, 1000):
+            for _ in range(min(1000, history - start)):
+                store.settle(admission, tokens=1, spend_nanos=0)
+            await store.admit(counting, f"sync-{start}")  # waits behind the settlements just sent
+        before = await redis_cpu_seconds(redis_url)
+        started = time.thread_time()
+        for i in range(HISTORY_ADMISSIONS):
+            if (await store.admit(refusing, f"refused-{i}")).verdict.admitted:
+                raise RuntimeError("the history run's admissions are meant to be refused")
+        per = (time.thread_time() - started) / HISTORY_ADMISSIONS
+        after = await redis_cpu_seconds(redis_url)
+    finally:
+        await store.aclose()
+        await delete_prefix(redis_url, prefix)
+    return per, (after - before) / HISTORY_ADMISSIONS
+
+
 # Each row: its label, and how to measure it (store or PING, Redis or not, one at a time or 50 in flight).
 ROWS: dict[str, tuple[str, str, str]] = {
     "in-process": ("in process (embedded default)", "limits-local", "sequential"),
+    "in-process-plain": ("  in process, no reservation", "limits-local-plain", "sequential"),
     "redis-sequential": ("Redis, one request at a time", "limits", "sequential"),
     "ping-sequential": ("  floor: its I/O alone, one at a time", "ping", "sequential"),
     "redis-concurrent": (f"Redis, {IN_FLIGHT} requests in flight", "limits", "concurrent"),
+    "redis-concurrent-plain": (f"  {IN_FLIGHT} in flight, no reservation", "limits-plain", "concurrent"),
     "ping-concurrent": (f"  floor: its I/O alone, {IN_FLIGHT} in flight", "ping", "concurrent"),
+    "history-1k": ("Redis, a refused tpm admission, 1k answers in the window", "history:1000", ""),
+    "history-10k": ("  10k answers in the window", "history:10000", ""),
+    "history-100k": ("  100k answers in the window", "history:100000", ""),
 }
 COMPARED = ("in-process", "redis-sequential", "redis-concurrent")  # the rows measured with --before too
 
@@ -173,7 +221,10 @@ def measure(row: str, url: str, count: int) -> Coroutine[Any, Any, tuple[float, 
     _, what, runner = ROWS[row]
     if what == "ping":
         return ping_run(url, runner, count)
-    return limit_run(None if what == "limits-local" else url, runner, count)
+    if what.startswith("history:"):
+        return history_run(url, int(what.split(":", 1)[1]))
+    local = what.startswith("limits-local")
+    return limit_run(None if local else url, runner, count, reserve=not what.endswith("-plain"))
 
 
 def run_loop(work: Coroutine[Any, Any, tuple[float, float]], loop: str) -> tuple[float, float]:
@@ -249,6 +300,13 @@ def main() -> None:
         print(f"{label}: {total * 1e6:.1f} us per request (target: under 100 us with Redis); "
               f"{(total - in_process) * 1e6:+.1f} us over the in-process store, of which its I/O alone (one PING "
               f"waited for, one not) costs {by_label[ROWS[floor][0]] * 1e6:.1f} us here")
+    for with_it, without in (("in-process", "in-process-plain"), ("redis-concurrent", "redis-concurrent-plain")):
+        print(f"{ROWS[with_it][0]}: holding the reservation costs "
+              f"{(by_label[ROWS[with_it][0]] - by_label[ROWS[without][0]]) * 1e6:+.1f} us per request")
+    servers = {row.label: statistics.median(row.server) for row in rows}
+    flat = [servers[ROWS[name][0]] * 1e6 for name in ("history-1k", "history-10k", "history-100k")]
+    print(f"A refused tpm admission costs Redis {flat[0]:.1f} / {flat[1]:.1f} / {flat[2]:.1f} us with 1k / 10k / 100k "
+          f"answers in the window (flat: the window is at most 61 one-second buckets)")
 
 
 if __name__ == "__main__":
