@@ -116,14 +116,17 @@ def _usage(value: Any) -> dict[str, int]:
     return {name: max(0, _int(raw.get(name)) or 0) for name in _USAGE_FIELDS}
 
 
-def _health(value: Any) -> dict[str, Any]:
+def _health(value: Any, *, caused_by: str = "") -> dict[str, Any]:
     raw = _dict(value)
-    return {
+    health = {
         "status": _str(raw.get("status"), 16),
         "latency_ms": _float(raw.get("latency_ms")),
         "in_flight": _int32(raw.get("in_flight")),
         "cooldown_until": _float(raw.get("cooldown_until")),
     }
+    if caused_by:
+        health["caused_by"] = caused_by
+    return health
 
 
 def _signal(value: Any) -> dict[str, Any]:
@@ -244,7 +247,8 @@ def _attempt(value: Any, position: int) -> dict[str, Any]:
         "usage_estimated": raw.get("usage_estimated") is True,
         "action": _str(raw.get("action"), 32),
         "validation": _str(raw.get("validation"), 64),
-        "health": _health(raw.get("health")),
+        # Whose failure the attempt was ("target", "client", "gateway"), kept with the health it did or did not touch.
+        "health": _health(raw.get("health"), caused_by=_str(raw.get("caused_by"), 16)),
     }
 
 
