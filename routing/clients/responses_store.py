@@ -60,7 +60,7 @@ WITH RECURSIVE chain AS (
      WHERE chain.turn < %s
 )
 SELECT * FROM chain ORDER BY turn DESC
-"""  # noqa: S608 (the names are the model's own; the values are parameters)
+"""  # noqa: S608 (the names are the model's own; every value is a parameter)
 
 
 class StoreUnavailable(Exception):

@@ -44,7 +44,7 @@ def _keys(secrets: tuple[str, ...]) -> tuple[bytes, ...]:
 def id_keys() -> tuple[bytes, ...]:
     """The response id MAC keys: from SECRET_KEY (new ids), then from each of SECRET_KEY_FALLBACKS (so ids made
     before a key rotation keep working while the old key is listed there)."""
-    return _keys((settings.SECRET_KEY, *getattr(settings, "SECRET_KEY_FALLBACKS", ())))
+    return _keys((settings.SECRET_KEY, *settings.SECRET_KEY_FALLBACKS))
 
 
 def issue_response_id(*, key_scope: int | str, stored: bool, now_unix: float) -> str:
