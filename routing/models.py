@@ -25,6 +25,7 @@ from routing.core.limits import BUDGET_PERIODS
 from routing.core.policies import POLICY_STRATEGIES
 from routing.core.probes import mode_problem
 from routing.core.table import CAPABILITIES, ENDPOINTS, PROVIDER_KINDS, STRATEGIES
+from routing.providers.anthropic_adapter import beta_names_problem
 from routing.providers.openai_presets import PRESETS
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,199}$")
@@ -137,6 +138,12 @@ def validate_json_schema(value: object) -> None:
         raise ValidationError("A JSON schema must be an object.", code="invalid_value")
     from routing.gateway.json_schema import schema_problems
 
+def validate_beta_names(value: object) -> None:
+    problem = beta_names_problem(value)
+    if problem is not None:
+        raise ValidationError(f"{problem[0].upper()}{problem[1:]}.", code="invalid_value")
+
+
     problems = schema_problems(value)
     if problems:
         raise ValidationError(f"Invalid JSON schema: {problems[0]}", code="invalid_value")
@@ -216,6 +223,12 @@ class Provider(models.Model):
     def clean(self) -> None:
         cloud = cloud_problems(self.kind, {name: getattr(self, name) for name in CLOUD_FIELDS})
         if cloud:
+    allowed_betas = models.JSONField(
+        default=list, blank=True, validators=[validate_beta_names],
+        help_text='Anthropic and Vertex AI Claude only: the betas an Anthropic client\'s anthropic-beta header may '
+        'switch on here, e.g. ["prompt-caching-2024-07-31"] (a beta can change the price). Any other is dropped '
+        "and named in the answer's X-GoModel-Dropped-Betas header. Empty: none is sent.",
+    )
             raise ValidationError(cloud)
         if not self.base_url:
             self.base_url = default_base_url(self.kind, self.region)

@@ -145,6 +145,7 @@ def compile_table(version: int) -> RoutingTable:
                 project=provider.project,
                 credentials_file=provider.credentials_file,
                 aws_keys=tuple(aws_keys) if len(aws_keys) >= 2 else (),
+                allowed_betas=frozenset(provider.allowed_betas or ()),
             )
         )
     enabled_providers = {p.name for p in providers}

@@ -83,6 +83,9 @@ class ProviderSpec:
     credentials_file: str = ""
     aws_keys: tuple[Secret, ...] = ()
 
+    # The betas an Anthropic client's ``anthropic-beta`` may switch on at this provider (a beta can change the
+    # price); any other is dropped and named in the answer's X-GoModel-Dropped-Betas. Empty: none is sent.
+    allowed_betas: frozenset[str] = frozenset()
 
 @dataclass(frozen=True, slots=True)
 class ModelSpec:

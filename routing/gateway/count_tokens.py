@@ -34,6 +34,7 @@ from routing.gateway.resolve import admit
 from routing.gateway.responses import finish
 from routing.gateway.state import state
 from routing.providers import MalformedResponse, get_adapter
+from routing.providers.anthropic_adapter import dropped_betas_header
 from routing.providers.count_tokens import COUNTING_KINDS, build_count_tokens_request, parse_count_tokens
 
 COUNT_SOURCE_HEADER = "X-GoModel-Token-Count"  # "provider" or "estimate"
@@ -81,6 +82,9 @@ async def count_tokens(call: Call) -> HttpResponse:
         tokens, source = estimate_tokens(call), "estimate"
     headers = journey.headers(call.request_id)
     headers[COUNT_SOURCE_HEADER] = source
+    if journey.answered_by is not None:
+        provider = call.table.providers.get(journey.answered_by.provider)
+        headers.update(dropped_betas_header(call.headers, provider, "anthropic"))
     response = HttpResponse(json.dumps({"input_tokens": tokens}).encode(), content_type="application/json")
     for name, value in headers.items():
         response[name] = value

@@ -31,6 +31,7 @@ from routing.gateway.records import AttemptRecord, Call, Journey
 from routing.gateway.state import state
 from routing.ops import metrics
 from routing.providers import MalformedResponse
+from routing.providers.anthropic_adapter import dropped_betas_header
 
 MAX_REPLAY_BYTES = 1024 * 1024  # a streamed answer larger than this is not kept for idempotent repeats
 _background: set[asyncio.Task[None]] = set()  # pin writes that need not delay the response
@@ -92,6 +93,7 @@ def json_response(
     journey.answer = result.answer
     journey.usage_estimated = result.usage_estimated
     headers = journey.headers(call.request_id)
+    headers.update(dropped_betas_header(call.headers, call.table.providers.get(model.provider), call.inbound))
     keys = _execution_keys(journey, result.answer)
     if keys:
         headers["X-GoModel-Execution-Keys"] = json.dumps(keys, separators=(",", ":"))
@@ -152,6 +154,7 @@ async def stream_response(
     journey.ttfb_s = live.ttfb_s
     metrics.TTFT.labels(call.audit_endpoint).observe(live.ttfb_s)  # as the request metrics label it
     headers = journey.headers(call.request_id)
+    headers.update(dropped_betas_header(call.headers, call.table.providers.get(model.provider), call.inbound))
 
     kept: list[bytes] = []  # the stream as sent, for a repeat of an idempotent request (capped)
     kept_size = [0]

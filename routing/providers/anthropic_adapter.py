@@ -3,16 +3,22 @@
 ``POST {base_url}/v1/messages`` with ``x-api-key`` and ``anthropic-version: 2023-06-01``; ``base_url`` is
 the host (``https://api.anthropic.com``; a trailing ``/v1`` is tolerated). An Anthropic client's body
 passes through with only ``model`` rewritten; an OpenAI client's is translated (openai_to_anthropic).
+
+An Anthropic client's ``anthropic-beta`` header is passed on only for the betas the provider allows
+(``allowed_betas``; none by default): a beta can change what a request costs (a 1M-token context is billed at
+a higher rate) or what is kept, so the operator decides, per provider. A beta not allowed is dropped, not
+refused, and the answer names it in ``X-GoModel-Dropped-Betas`` (``dropped_betas_header``).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from routing.core.table import ModelSpec, ProviderSpec
 from routing.providers.anthropic_response import answer_from_anthropic, anthropic_to_openai_completion
-from routing.providers.base import Adapter, ParsedResponse, join_url
+from routing.providers.base import Adapter, ParsedResponse, UpstreamRequest, join_url
 from routing.providers.errors import Inbound
 from routing.providers.openai_to_anthropic import DEFAULT_MAX_TOKENS, openai_to_anthropic
 from routing.providers.stream_encoding import OpenAIFrameEncoder
@@ -21,6 +27,57 @@ from routing.providers.streams import AnthropicPassThrough, StreamTranslator, Tr
 from routing.providers.usage import usage_from_anthropic
 
 ANTHROPIC_VERSION = "2023-06-01"
+BETA_HEADER = "anthropic-beta"
+DROPPED_BETAS_HEADER = "X-GoModel-Dropped-Betas"
+# The provider kinds that receive Anthropic's Messages body, and with it an Anthropic client's betas.
+BETA_KINDS = frozenset({"anthropic", "vertex_anthropic"})
+# Anthropic's beta names: a feature and a date, such as prompt-caching-2024-07-31 or context-1m-2025-08-07.
+_BETA_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+
+
+def beta_names_problem(value: object) -> str | None:
+    """Why ``value`` is not a list of beta names (the ``allowed_betas`` of a provider), or None."""
+    if not isinstance(value, list) or not all(isinstance(name, str) for name in value):
+        return 'expected a list of beta names such as ["prompt-caching-2024-07-31"]'
+    for name in value:
+        if not _BETA_NAME.match(name):
+            return f"{name[:60]!r} is not a beta name such as prompt-caching-2024-07-31"
+    return None
+
+
+def requested_betas(client_headers: Mapping[str, str]) -> list[str]:
+    """The betas a client's ``anthropic-beta`` header asks for, in its order (comma-separated, any case of name)."""
+    for name, value in client_headers.items():
+        if name.lower() == BETA_HEADER and value:
+            return [beta.strip() for beta in value.split(",") if beta.strip()]
+    return []
+
+
+def sorted_betas(client_headers: Mapping[str, str], allowed: frozenset[str]) -> tuple[list[str], list[str]]:
+    """(the betas to pass on, the betas dropped): each asked-for beta is passed on only if ``allowed`` holds it."""
+    forwarded: list[str] = []
+    dropped: list[str] = []
+    for beta in requested_betas(client_headers):
+        (forwarded if beta in allowed else dropped).append(beta)
+    return forwarded, dropped
+
+
+def dropped_betas_header(client_headers: Mapping[str, str], provider: ProviderSpec | None,
+                         inbound: Inbound) -> dict[str, str]:
+    """``{"X-GoModel-Dropped-Betas": "a,b"}`` when the provider that answered was not sent some of the client's
+    betas, else ``{}`` (an OpenAI client's request carries no betas to any provider)."""
+    if inbound != "anthropic" or provider is None or provider.kind not in BETA_KINDS:
+        return {}
+    _, dropped = sorted_betas(client_headers, provider.allowed_betas)
+    return {DROPPED_BETAS_HEADER: ",".join(dropped)} if dropped else {}
+
+
+def beta_headers(client_headers: Mapping[str, str] | None, provider: ProviderSpec, inbound: Inbound) -> dict[str, str]:
+    """The ``anthropic-beta`` header an Anthropic client's request carries to ``provider``: its allowed betas."""
+    if inbound != "anthropic" or not client_headers:
+        return {}
+    forwarded, _ = sorted_betas(client_headers, provider.allowed_betas)
+    return {BETA_HEADER: ",".join(forwarded)} if forwarded else {}
 
 
 class AnthropicAdapter(Adapter):
@@ -46,14 +103,22 @@ class AnthropicAdapter(Adapter):
     def headers(self, api_key: str) -> dict[str, str]:
         return {"x-api-key": api_key, "anthropic-version": ANTHROPIC_VERSION, "Content-Type": "application/json"}
 
-    def forwarded_headers(self, client_headers: Mapping[str, str], inbound: Inbound) -> dict[str, str]:
-        """``anthropic-beta`` from an Anthropic client: it switches on API features the body relies on."""
-        if inbound != "anthropic":
-            return {}
-        for name, value in client_headers.items():
-            if name.lower() == "anthropic-beta" and value:
-                return {"anthropic-beta": value}
-        return {}
+    def build_request(
+        self,
+        *,
+        provider: ProviderSpec,
+        model: ModelSpec,
+        body: dict[str, Any],
+        inbound: Inbound,
+        stream: bool,
+        api_key: str,
+        client_headers: Mapping[str, str] | None = None,
+    ) -> UpstreamRequest:
+        """The upstream request, with the client's ``anthropic-beta`` narrowed to the provider's allowed betas."""
+        request = super().build_request(provider=provider, model=model, body=body, inbound=inbound, stream=stream,
+                                        api_key=api_key)
+        request.headers.update(beta_headers(client_headers, provider, inbound))
+        return request
 
     def translate_response(self, data: Any, *, inbound: Inbound, public_model: str, created: int) -> ParsedResponse:
         answer = answer_from_anthropic(data)

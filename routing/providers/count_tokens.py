@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from routing.core.table import ModelSpec, ProviderSpec
-from routing.providers.anthropic_adapter import AnthropicAdapter
+from routing.providers.anthropic_adapter import AnthropicAdapter, beta_headers
 from routing.providers.base import UpstreamRequest, join_url, load_json_body
 from routing.providers.errors import MalformedResponse
 from routing.providers.vertex_adapter import VERTEX_ANTHROPIC_VERSION, bearer_headers, publisher_url
@@ -36,8 +36,7 @@ def build_count_tokens_request(provider: ProviderSpec, model: ModelSpec, body: M
     else:
         headers = _anthropic.headers(api_key)
         url = join_url(provider.base_url, "/messages/count_tokens", version="/v1")
-    if client_headers:
-        headers.update(_anthropic.forwarded_headers(client_headers, "anthropic"))
+    headers.update(beta_headers(client_headers, provider, "anthropic"))  # the provider's allowed betas only
     return UpstreamRequest("POST", url, headers, payload)
 
 

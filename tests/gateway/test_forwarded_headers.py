@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from routing.core.table import RoutingTable
@@ -21,6 +23,9 @@ BETA = {"anthropic-beta": "interleaved-thinking-2025-05-14", "x-private-note": "
 @pytest.mark.parametrize("stream", [False, True])
 def test_an_anthropic_clients_beta_header_reaches_an_anthropic_provider(
         table: RoutingTable, sim: SimulatorServer, stream: bool) -> None:
+    allowing = dataclasses.replace(table.providers["sim-anthropic"],
+                                   allowed_betas=frozenset({"interleaved-thinking-2025-05-14"}))
+    table = dataclasses.replace(table, providers={**table.providers, "sim-anthropic": allowing})
     reply = run(answer(request(table, "claude", inbound="anthropic", headers=BETA, stream=stream)))
 
     assert reply.status == 200

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import dataclasses
+
 import pytest
 
 from routing.core.table import ProviderSpec
@@ -105,8 +107,9 @@ def test_anthropic_pass_through_rewrites_the_model_and_fills_a_missing_max_token
 
 def test_anthropic_clients_beta_header_reaches_anthropic_and_nothing_else_does() -> None:
     headers = {"Anthropic-Beta": "context-1m-2025-08-07", "Authorization": "Bearer gateway-key", "x-api-key": "gw"}
+    allowing = dataclasses.replace(PROVIDERS["anthropic"], allowed_betas=frozenset({"context-1m-2025-08-07"}))
     request = get_adapter("anthropic").build_request(
-        provider=PROVIDERS["anthropic"], model=model("anthropic"), body=dict(ANTHROPIC_BODY), inbound="anthropic",
+        provider=allowing, model=model("anthropic"), body=dict(ANTHROPIC_BODY), inbound="anthropic",
         stream=False, api_key="sk-1", client_headers=headers)
     assert request.headers == {"x-api-key": "sk-1", "anthropic-version": "2023-06-01",
                                "Content-Type": "application/json", "anthropic-beta": "context-1m-2025-08-07"}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import struct
 from typing import Any
@@ -120,7 +121,8 @@ def test_count_tokens_sends_only_the_fields_the_endpoint_takes() -> None:
     claude = ModelSpec(name="c", provider="an", upstream="claude-x")
     body = {"model": "c", "max_tokens": 10, "stream": True, "system": "s", "tools": [],
             "messages": [{"role": "user", "content": "hi"}]}
-    built = build_count_tokens_request(ANTHROPIC, claude, body, "sk-ant", {"anthropic-beta": "b1", "other": "x"})
+    allowing = dataclasses.replace(ANTHROPIC, allowed_betas=frozenset({"b1"}))
+    built = build_count_tokens_request(allowing, claude, body, "sk-ant", {"anthropic-beta": "b1", "other": "x"})
     assert built.url == "https://api.anthropic.com/v1/messages/count_tokens"
     assert built.json == {"model": "claude-x", "system": "s", "tools": [], "messages": body["messages"]}
     assert built.headers["x-api-key"] == "sk-ant"

@@ -3,6 +3,7 @@ Gemini API and Anthropic in answers and streams (nothing but the envelope), erro
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -107,8 +108,9 @@ def test_an_openai_client_s_body_is_translated_as_for_anthropic() -> None:
 def test_anthropic_beta_is_forwarded_for_an_anthropic_client_only() -> None:
     beta = {"Anthropic-Beta": "context-1m-2025-08-07"}
 
-    anthropic = build(VERTEX_CLAUDE, CLAUDE, ANTHROPIC_BODY, inbound="anthropic", client_headers=beta)
-    openai = build(VERTEX_CLAUDE, CLAUDE, OPENAI_BODY, client_headers=beta)
+    allowing = dataclasses.replace(VERTEX_CLAUDE, allowed_betas=frozenset({"context-1m-2025-08-07"}))
+    anthropic = build(allowing, CLAUDE, ANTHROPIC_BODY, inbound="anthropic", client_headers=beta)
+    openai = build(allowing, CLAUDE, OPENAI_BODY, client_headers=beta)
 
     assert anthropic.headers["anthropic-beta"] == "context-1m-2025-08-07"
     assert "anthropic-beta" not in openai.headers
@@ -219,7 +221,8 @@ def test_embeddings_without_counts_are_estimated_and_token_ids_refused() -> None
 def test_count_tokens_goes_to_vertex_s_count_tokens_raw_predict() -> None:
     body = {"model": "pub", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}], "stream": True}
 
-    built = build_count_tokens_request(VERTEX_CLAUDE, CLAUDE, body, TOKEN, {"anthropic-beta": "b1"})
+    allowing = dataclasses.replace(VERTEX_CLAUDE, allowed_betas=frozenset({"b1"}))
+    built = build_count_tokens_request(allowing, CLAUDE, body, TOKEN, {"anthropic-beta": "b1"})
 
     assert built.url == f"{PREFIX}/anthropic/models/count-tokens:rawPredict"
     assert built.json == {"model": "claude-sonnet-4-5@20250929", "messages": body["messages"],

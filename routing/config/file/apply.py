@@ -86,6 +86,7 @@ def _apply(canonical: Mapping[str, Any], before: Mapping[str, Any], *, prune: bo
                 "timeout_seconds": entry.get("timeout_seconds", 600),
                 "enabled": entry.get("enabled", True),
                 "probe": entry.get("probe", ""),
+                "allowed_betas": entry.get("allowed_betas", []),
                 **{name: entry.get(name, "") for name in (*EGRESS_FIELDS, *CLOUD_FIELDS)},
             },
         )

@@ -37,6 +37,8 @@ def _provider_entry(provider: m.Provider) -> dict[str, Any]:
         entry["timeout_seconds"] = provider.timeout_seconds
     if provider.probe:
         entry["probe"] = provider.probe
+    if provider.allowed_betas:
+        entry["allowed_betas"] = list(provider.allowed_betas)
     if not provider.enabled:
         entry["enabled"] = False
     for name in (*EGRESS_FIELDS, *CLOUD_FIELDS):

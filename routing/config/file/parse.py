@@ -40,6 +40,7 @@ from routing.core.embeddings import EmbeddingFacts, embedding_field_problems, ta
 from routing.core.graph import check_virtual_graph
 from routing.core.probes import mode_problem
 from routing.core.table import CAPABILITIES, ENDPOINTS, PROVIDER_KINDS, STRATEGIES
+from routing.providers.anthropic_adapter import beta_names_problem
 from routing.providers.embeddings import serves_embeddings
 from routing.providers.openai_presets import PRESETS
 
@@ -158,8 +159,8 @@ def _known(name: Any, names: set[str]) -> bool:
 def _parse_provider(chk: _Checker, path: str, entry: dict[str, Any]) -> dict[str, Any]:
     """One ``providers`` entry; its key references must name variables that may hold a key, and are set."""
     _check_unknown_keys(chk, path, entry, ("name", "kind", "base_url", "api_key", "api_keys", "api_version",
-                                           "timeout_seconds", "enabled", "probe", *EGRESS_FIELDS,
-                                           *CLOUD_FIELDS))
+                                           "timeout_seconds", "enabled", "probe", "allowed_betas",
+                                           *EGRESS_FIELDS, *CLOUD_FIELDS))
     _check_name(chk, f"{path}.name", entry.get("name"))
     if entry.get("kind") not in PROVIDER_KINDS:
         chk.add(f"{path}.kind", f"unknown kind {entry.get('kind')!r} (expected {', '.join(PROVIDER_KINDS)})")
@@ -212,9 +213,21 @@ def _parse_provider(chk: _Checker, path: str, entry: dict[str, Any]) -> dict[str
             chk.add(f"{path}.probe", problem)
         elif probe:
             provider["probe"] = probe
+    provider.update(_parse_betas(chk, path, entry))
     provider.update(egress)
     provider.update(cloud)
     return provider
+
+
+def _parse_betas(chk: _Checker, path: str, entry: dict[str, Any]) -> dict[str, list[str]]:
+    """A provider's ``allowed_betas`` (docs/providers.md), when it lists any."""
+    betas = entry.get("allowed_betas")
+    if betas is None:
+        return {}
+    if (problem := beta_names_problem(betas)) is not None:
+        chk.add(f"{path}.allowed_betas", problem)
+        return {}
+    return {"allowed_betas": list(betas)} if betas else {}
 
 
 def _parse_cloud(chk: _Checker, path: str, entry: dict[str, Any]) -> dict[str, str]:
