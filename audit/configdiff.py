@@ -78,7 +78,11 @@ def _diff(old: Any, new: Any, path: str, out: list[str]) -> None:
     if isinstance(old, dict) and isinstance(new, dict):
         for key in sorted(set(old) | set(new), key=str):
             child = f"{path}.{key}" if path else str(key)
-            if key not in old:
+            if key not in old and isinstance(new[key], list) and _keyed(new[key]) is not None:
+                _diff([], new[key], child, out)  # a section's first entries, one line each
+            elif key not in new and isinstance(old[key], list) and _keyed(old[key]) is not None:
+                _diff(old[key], [], child, out)
+            elif key not in old:
                 out.append(f"+ {child}: {_compact(new[key])}")
             elif key not in new:
                 out.append(f"- {child}: {_compact(old[key])}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 from django.db.models import Q, QuerySet, Sum, Value
 from django.db.models.functions import Coalesce
 
+from audit.configdiff import scrub_snapshot
 from audit.models import AttemptRecord, AuditRevision, ConfigRevision
 
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
@@ -297,3 +299,16 @@ def billed_since(*, since: dt.datetime, key_id: int | None = None, team: str | N
     qs = qs.filter(key_id=key_id) if key_id is not None else qs.filter(team=team)
     total = qs.aggregate(total=Sum(Coalesce("billed_cost_usd", "cost_usd", Value(0.0))))["total"]
     return float(total or 0.0)
+
+
+def config_content_recorded(*, version: int, snapshot: Mapping[str, Any]) -> bool:
+    """Whether ``version``'s revision records exactly ``snapshot`` (as it would be stored: scrubbed, as JSON).
+
+    The versioning asks this under its lock before a bump: the same content written again (the same file applied
+    by another process) is no new version. A version with no revision (the audit app added later) never matches.
+    """
+    recorded = ConfigRevision.objects.filter(version=version).values_list("snapshot", flat=True).first()
+    if recorded is None:
+        return False
+    stored = json.loads(json.dumps(scrub_snapshot(dict(snapshot)), default=str))
+    return bool(stored == recorded)
