@@ -17,8 +17,9 @@ from django.utils.html import format_html, format_html_join
 
 from routing import models as m
 from routing.config import graph_check, versioning
-from routing.core.categories import CATEGORIES
+from routing.core.categories import CATEGORIES, strength_tag_problem
 from routing.core.embeddings import embedding_field_problems
+from routing.core.names import did_you_mean
 from routing.core.table import CAPABILITIES, ENDPOINTS
 from routing.providers.embeddings import serves_embeddings
 
@@ -43,6 +44,16 @@ class VersionedAdmin(admin.ModelAdmin):
         if request.method == "POST":  # bulk actions and list_editable
             return self._versioned(request, super().changelist_view, *args, **kwargs)
         return super().changelist_view(request, *args, **kwargs)
+
+
+def _with_suggestion(message: str, target: str, *, tier_aliases: bool = False) -> str:
+    """``message`` about the unknown name ``target``, with the nearest names the field could take (models and
+    virtual models, and tier aliases where the field takes one)."""
+    names = graph_check.callable_names()
+    if tier_aliases:
+        names |= graph_check.tier_aliases()
+    hint = did_you_mean(target, sorted(names))
+    return f"{message.rstrip('.')}.{hint}" if hint else message
 
 
 def _check_public_name(name: str, kind: str, pk: int | None) -> None:
@@ -109,14 +120,38 @@ class ProviderAdmin(VersionedAdmin):
 # ----------------------------------------------------------------------------------------------------------
 
 
+class StrengthTagsField(forms.CharField):
+    """A model's strength tags typed as ``code, reasoning, fast`` (commas or spaces), stored as a list."""
+
+    def prepare_value(self, value: Any) -> Any:
+        return ", ".join(value) if isinstance(value, list) else value
+
+    def to_python(self, value: Any) -> list[str]:  # type: ignore[override]
+        text = super().to_python(value)
+        tags = [tag for tag in text.replace(",", " ").split() if tag]
+        for tag in tags:
+            problem = strength_tag_problem(tag)
+            if problem is not None:
+                raise ValidationError(problem[0].upper() + problem[1:] + ".")
+        return list(dict.fromkeys(tags))
+
+    def has_changed(self, initial: Any, data: Any) -> bool:
+        try:
+            return self.to_python(data) != list(initial or [])
+        except ValidationError:
+            return True
+
+
 class ProviderModelForm(forms.ModelForm):
     capabilities = forms.MultipleChoiceField(
         choices=[(c, c) for c in CAPABILITIES], widget=forms.CheckboxSelectMultiple, required=False,
         help_text="What the model accepts and can do; requests needing anything else are never sent to it.",
     )
-    strengths = forms.MultipleChoiceField(
-        choices=[(c, c) for c in CATEGORIES], widget=forms.CheckboxSelectMultiple, required=False,
-        help_text="Content categories the model is good at (capability tags, shown in /v1/models).",
+    strengths = StrengthTagsField(
+        required=False,
+        help_text=f"Tags for what the model is good at, separated by commas: the content categories "
+                  f"({', '.join(CATEGORIES)}) or any other (reasoning, fast, ...; letters, digits, - and _). "
+                  f"Shown in /v1/models; routing policies select by them.",
     )
     endpoints = forms.MultipleChoiceField(
         choices=[(e, e) for e in ENDPOINTS], widget=forms.CheckboxSelectMultiple, required=False,
@@ -153,6 +188,11 @@ class ProviderModelForm(forms.ModelForm):
                                              "endpoint the gateway can call")
         if problems:
             raise ValidationError(problems)
+        lost = graph_check.policies_losing_strength(data.get("strengths") or [], model_pk=self.instance.pk)
+        if lost:
+            raise ValidationError({"strengths": [
+                f'The routing policy "{policy}" selects by "{tag}", which no other model carries; change the '
+                f"policy first." for policy, tag in lost.items()]})
         return data
 
 
@@ -203,7 +243,10 @@ class TargetInlineFormSet(forms.BaseInlineFormSet):
             if problem.source != source and source not in problem.message:
                 continue
             if problem.target and problem.target in names:
-                by_target.setdefault(problem.target, []).append(problem.message)
+                message = problem.message
+                if message.startswith("unknown model"):
+                    message = _with_suggestion(message, problem.target)
+                by_target.setdefault(problem.target, []).append(message)
             else:
                 general.append(problem.message)
         for form in self.forms:
@@ -284,7 +327,8 @@ class TierRouteForm(forms.ModelForm):
         for tier in ("easy", "hard"):
             target = data.get(tier)
             if target and target not in known:
-                errors[tier] = f'Unknown model "{target}": use a model\'s public name or a virtual model.'
+                errors[tier] = _with_suggestion(
+                    f'Unknown model "{target}": use a model\'s public name or a virtual model.', target)
             elif target and target == alias:
                 errors[tier] = "A tier route cannot point at itself."
         if errors:
@@ -326,6 +370,8 @@ class CategoryRouteForm(forms.ModelForm):
         for problem in problems:
             field = "default_target" if problem.key == "default" else problem.key
             message = problem.message[0].upper() + problem.message[1:] + "."
+            if problem.message.startswith("unknown model") and problem.target:
+                message = _with_suggestion(message, problem.target, tier_aliases=True)
             errors.setdefault(field, []).append(message)
         if errors:
             raise ValidationError(errors)

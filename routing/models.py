@@ -18,7 +18,7 @@ from django.db import models
 from routing.config.provider_cloud import CLOUD_FIELDS, cloud_problems, default_base_url
 from routing.config.provider_egress import egress_problems
 from routing.config.provider_keys import variable_refusal
-from routing.core.categories import CATEGORIES, KEYWORD_CATEGORIES
+from routing.core.categories import CATEGORIES, KEYWORD_CATEGORIES, strength_tag_problem
 from routing.core.embeddings import embedding_field_problems
 from routing.core.key_references import reference_variable
 from routing.core.limits import BUDGET_PERIODS
@@ -90,7 +90,19 @@ def validate_modalities(value: object) -> None:
 
 
 def validate_strengths(value: object) -> None:
-    _check_list_of(value, CATEGORIES, "categories")
+    """A list of strength tags: letters, digits, - and _ (the categories are the well-known ones)."""
+    if not isinstance(value, list):
+        raise ValidationError("Expected a list of strength tags.", code="invalid_value")
+    for tag in value:
+        problem = strength_tag_problem(tag)
+        if problem is not None:
+            raise ValidationError(problem[0].upper() + problem[1:] + ".", code="invalid_value")
+
+
+def validate_strength_tag(value: str) -> None:
+    problem = strength_tag_problem(value)
+    if problem is not None:
+        raise ValidationError(problem[0].upper() + problem[1:] + ".", code="invalid_value")
 
 
 def validate_endpoints(value: object) -> None:
@@ -126,6 +138,12 @@ def validate_string_list(value: object) -> None:
         raise ValidationError("Expected a list of non-empty names.", code="invalid_value")
 
 
+def validate_beta_names(value: object) -> None:
+    problem = beta_names_problem(value)
+    if problem is not None:
+        raise ValidationError(f"{problem[0].upper()}{problem[1:]}.", code="invalid_value")
+
+
 def validate_json_schema(value: object) -> None:
     """A JSON schema the gateway can evaluate (draft 2020-12 unless the schema says otherwise).
 
@@ -137,12 +155,6 @@ def validate_json_schema(value: object) -> None:
     if not isinstance(value, dict):
         raise ValidationError("A JSON schema must be an object.", code="invalid_value")
     from routing.gateway.json_schema import schema_problems
-
-def validate_beta_names(value: object) -> None:
-    problem = beta_names_problem(value)
-    if problem is not None:
-        raise ValidationError(f"{problem[0].upper()}{problem[1:]}.", code="invalid_value")
-
 
     problems = schema_problems(value)
     if problems:
@@ -211,6 +223,12 @@ class Provider(models.Model):
         "list or lookup; free), completion (a one-token completion, billed), off. Automatic: models, except for "
         "Azure OpenAI (completion).",
     )
+    allowed_betas = models.JSONField(
+        default=list, blank=True, validators=[validate_beta_names],
+        help_text='Anthropic and Vertex AI Claude only: the betas an Anthropic client\'s anthropic-beta header may '
+        'switch on here, e.g. ["prompt-caching-2024-07-31"] (a beta can change the price). Any other is dropped '
+        "and named in the answer's X-GoModel-Dropped-Betas header. Empty: none is sent.",
+    )
     enabled = models.BooleanField(default=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -223,12 +241,6 @@ class Provider(models.Model):
     def clean(self) -> None:
         cloud = cloud_problems(self.kind, {name: getattr(self, name) for name in CLOUD_FIELDS})
         if cloud:
-    allowed_betas = models.JSONField(
-        default=list, blank=True, validators=[validate_beta_names],
-        help_text='Anthropic and Vertex AI Claude only: the betas an Anthropic client\'s anthropic-beta header may '
-        'switch on here, e.g. ["prompt-caching-2024-07-31"] (a beta can change the price). Any other is dropped '
-        "and named in the answer's X-GoModel-Dropped-Betas header. Empty: none is sent.",
-    )
             raise ValidationError(cloud)
         if not self.base_url:
             self.base_url = default_base_url(self.kind, self.region)
@@ -309,8 +321,9 @@ class ProviderModel(models.Model):
     )
     strengths = models.JSONField(
         default=list, blank=True, validators=[validate_strengths],
-        help_text="Content categories the model is good at (code, writing, analysis, math, vision, long_context, "
-                  "general): capability tags shown in /v1/models, for routing by strength.",
+        help_text="Tags for what the model is good at: the content categories (code, writing, analysis, math, "
+                  "vision, long_context, general) or any other (reasoning, fast, ...; letters, digits, - and _). "
+                  "Shown in /v1/models; routing policies select by them.",
     )
     endpoints = models.JSONField(
         default=default_endpoints, blank=True, validators=[validate_endpoints],
@@ -502,8 +515,9 @@ class RoutingPolicy(models.Model):
                   "targets with the strength; cost: cheapest estimated cost first; latency: fastest first.",
     )
     strength = models.CharField(
-        max_length=32, blank=True, choices=[("", "any")] + [(c, c) for c in CATEGORIES],
-        help_text="Only targets whose strengths include it (required by the strength strategy).",
+        max_length=32, blank=True, validators=[validate_strength_tag],
+        help_text="Only targets whose strengths include it (required by the strength strategy): a category or a "
+                  "tag some model carries. Empty: any.",
     )
     max_latency_ms = models.PositiveIntegerField(
         null=True, blank=True, validators=[MinValueValidator(1)],

@@ -11,10 +11,11 @@ from collections.abc import Sequence
 from django.conf import settings
 
 from routing import models as m
-from routing.core.categories import CATEGORIES
+from routing.core.categories import CATEGORIES, known_strengths
 from routing.core.category_graph import RouteProblem, check_category_routes
 from routing.core.embeddings import EmbeddingFacts, target_mix_problem
 from routing.core.graph import GraphProblem, check_virtual_graph
+from routing.core.names import slash_free_alias
 from routing.core.policies import PolicyProblem, policy_problems
 
 
@@ -32,6 +33,19 @@ def public_name_owner(name: str, *, exclude: tuple[str, int | None]) -> str | No
             queryset = queryset.exclude(pk=pk)
         if queryset.exists():
             return label
+    # A model's slash-free alias is callable too (routing.core.names): it takes its name as well.
+    models = m.ProviderModel.objects.filter(name__contains="/")
+    if kind == "model" and pk is not None:
+        models = models.exclude(pk=pk)
+    for model_name in models.values_list("name", flat=True):
+        if slash_free_alias(model_name) == name:
+            return f'model ("{model_name}", whose slash-free alias it is)'
+    if kind == "model":
+        alias = slash_free_alias(name)
+        if alias is not None:
+            owner = public_name_owner(alias, exclude=(kind, pk))
+            if owner is not None:
+                return f'{owner} (the slash-free alias "{alias}" of this name)'
     return None
 
 
@@ -40,6 +54,11 @@ def callable_names() -> set[str]:
     names = set(m.ProviderModel.objects.values_list("name", flat=True))
     names.update(m.VirtualModel.objects.values_list("source", flat=True))
     return names
+
+
+def tier_aliases() -> set[str]:
+    """The tier aliases: the stored tier routes and those of PRO_SMART_ROUTING_ROUTES (they exist at run time)."""
+    return set(m.TierRoute.objects.values_list("alias", flat=True)) | set(settings.PRO_SMART_ROUTING_ROUTES)
 
 
 def graph_problems_with(source: str, targets: Sequence[str], *, previous_source: str | None) -> list[GraphProblem]:
@@ -83,9 +102,7 @@ def category_route_problems_with(alias: str, targets: dict[str, str], *,
     for row in m.CategoryRoute.objects.all():
         if row.alias not in (alias, previous_alias):
             routes[row.alias] = {**row.category_targets(), "default": row.default_target}
-    # Tier routes from PRO_SMART_ROUTING_ROUTES exist at run time too.
-    tier_aliases = set(m.TierRoute.objects.values_list("alias", flat=True)) | set(settings.PRO_SMART_ROUTING_ROUTES)
-    problems = check_category_routes(routes, callable_names=callable_names(), tier_aliases=tier_aliases)
+    problems = check_category_routes(routes, callable_names=callable_names(), tier_aliases=tier_aliases())
     return [problem for problem in problems if problem.alias == alias]
 
 
@@ -100,4 +117,22 @@ def policy_problems_with(name: str, fields: dict[str, object], *, previous_name:
         if stored.get("fallback_to") == previous_name and previous_name is not None:
             stored["fallback_to"] = name  # a rename keeps the references to it
         policies[row.name] = stored
-    return [problem for problem in policy_problems(policies, categories=CATEGORIES) if problem.policy == name]
+    known = known_strengths(carried_strengths())
+    return [problem for problem in policy_problems(policies, strengths=known) if problem.policy == name]
+
+
+def carried_strengths(*, except_model: int | None = None) -> set[str]:
+    """Every strength tag the stored models carry (leaving out the model ``except_model``, being edited)."""
+    rows = m.ProviderModel.objects.exclude(pk=except_model) if except_model is not None else m.ProviderModel.objects
+    return {tag for tags in rows.values_list("strengths", flat=True) for tag in tags or () if isinstance(tag, str)}
+
+
+def policies_losing_strength(strengths: Sequence[str], *, model_pk: int | None) -> dict[str, str]:
+    """``{policy: tag}`` for each policy whose strength no model would carry if the model ``model_pk`` (None: a new
+    one) had ``strengths``; categories are always known, so only other tags can be lost."""
+    carried = carried_strengths(except_model=model_pk) | set(strengths)
+    lost = {}
+    for name, tag in m.RoutingPolicy.objects.exclude(strength="").values_list("name", "strength"):
+        if tag not in CATEGORIES and tag not in carried:
+            lost[name] = tag
+    return lost

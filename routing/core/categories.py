@@ -22,6 +22,11 @@ categories occur, the category listed first in ``KEYWORD_CATEGORIES`` wins, so "
 is ``code`` and "write down the integral" is ``math``. Operators replace a category's list (config file
 ``settings.category_keywords``, admin); a category they leave out keeps its built-in list.
 
+Strengths. A model's ``strengths`` are tags an operator chooses (the router-design article labels models
+``reasoning``, ``fast``, ``creative``, ...): letters, digits, ``-`` and ``_``, at most 32 characters. The seven
+categories are the well-known tags, the ones a category route decides by; a routing policy may select by any
+tag (``known_strengths``).
+
 Cost: one list of all categories' keywords is matched by looking up the words of the case-folded latest user
 text that the tier classifier shares (``Features.folded_user_text``; ``routing.core.keyword_index``), not by
 a search per keyword; math notation is looked for with a few single-character searches. Nothing here does
@@ -30,7 +35,8 @@ I/O.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
@@ -44,6 +50,23 @@ CATEGORIES: tuple[str, ...] = ("code", "writing", "analysis", "math", "vision", 
 KEYWORD_CATEGORIES: tuple[str, ...] = ("code", "math", "analysis", "writing")
 CATEGORY_HEADER = "x-gomodel-category"
 DEFAULT_LONG_CONTEXT_TOKENS = 32_000
+MAX_STRENGTH_TAG = 32  # the stored width of a routing policy's strength
+_STRENGTH_TAG = re.compile(r"[A-Za-z0-9_-]{1,32}")
+
+
+def strength_tag_problem(tag: object) -> str | None:
+    """Why ``tag`` cannot be a model strength (letters, digits, - and _, 1-32 characters), or None."""
+    if not isinstance(tag, str):
+        return f"a strength is a tag (a string), got {tag!r}"
+    if not _STRENGTH_TAG.fullmatch(tag):
+        return (f"the strength {tag[:40]!r} is not a tag: use 1-{MAX_STRENGTH_TAG} letters, digits, - or _ "
+                f"(the well-known ones are {', '.join(CATEGORIES)})")
+    return None
+
+
+def known_strengths(carried: Iterable[str]) -> tuple[str, ...]:
+    """The tags a routing policy may select by: the categories, then every other tag a model carries (sorted)."""
+    return (*CATEGORIES, *sorted(set(carried) - set(CATEGORIES)))
 
 DEFAULT_CATEGORY_KEYWORDS: Mapping[str, tuple[str, ...]] = {
     "code": (

@@ -38,6 +38,8 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
+from routing.core.names import did_you_mean
+
 POLICY_STRATEGIES: tuple[str, ...] = ("priority", "strength", "cost", "latency")
 DEFAULT_POLICY = "default"
 POLICY_HEADER = "x-routing-policy"
@@ -57,7 +59,7 @@ class PolicySpec:
 
     name: str
     strategy: str  # one of POLICY_STRATEGIES
-    strength: str | None = None  # a content category (routing.core.categories.CATEGORIES)
+    strength: str | None = None  # a strength tag some model carries (routing.core.categories.known_strengths)
     max_latency_ms: float | None = None
     max_cost_usd: float | None = None
     fallback_to: str | None = None
@@ -205,12 +207,14 @@ class PolicyProblem:
 
 
 def policy_problems(
-    policies: Mapping[str, Mapping[str, object]], *, categories: Collection[str]
+    policies: Mapping[str, Mapping[str, object]], *, strengths: Collection[str]
 ) -> list[PolicyProblem]:
     """Problems of ``policies`` (name -> {strategy, strength, max_latency_ms, max_cost_usd, fallback_to}).
 
-    Each field is checked, ``fallback_to`` must name another policy, and a chain may not come back to a policy
-    it passed (reported as the cycle, ``cycle: fast -> cheap -> fast``) nor be longer than MAX_CHAIN.
+    Each field is checked: ``strength`` must be one of ``strengths`` (the categories and the tags the models
+    carry, routing.core.categories.known_strengths), ``fallback_to`` must name another policy, and a chain may
+    not come back to a policy it passed (reported as the cycle, ``cycle: fast -> cheap -> fast``) nor be longer
+    than MAX_CHAIN.
     """
     problems: list[PolicyProblem] = []
     for name, policy in policies.items():
@@ -219,9 +223,8 @@ def policy_problems(
             problems.append(PolicyProblem(name, "strategy",
                                           f'unknown strategy "{strategy}" (expected {", ".join(POLICY_STRATEGIES)})'))
         strength = policy.get("strength")
-        if strength is not None and strength not in categories:
-            problems.append(PolicyProblem(name, "strength",
-                                          f'unknown strength "{strength}" (expected {", ".join(categories)})'))
+        if strength is not None and strength not in strengths:
+            problems.append(PolicyProblem(name, "strength", _unknown_strength(strength, strengths)))
         if strategy == "strength" and not strength:
             problems.append(PolicyProblem(name, "strength", "the strength strategy needs a strength"))
         latency = policy.get("max_latency_ms")
@@ -243,6 +246,14 @@ def policy_problems(
             if problem:
                 problems.append(PolicyProblem(name, "fallback_to", problem))
     return problems
+
+
+def _unknown_strength(strength: object, strengths: Collection[str]) -> str:
+    """The message for a strength that is no category and no model's tag, with the nearest known ones."""
+    text = str(strength)[:40]
+    hint = did_you_mean(text, strengths)
+    return (f'unknown strength "{text}": neither a category nor a tag a model carries.{hint} '
+            f'Known: {", ".join(strengths)}.')
 
 
 def _chain_problem(name: str, policies: Mapping[str, Mapping[str, object]]) -> str:

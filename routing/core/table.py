@@ -8,11 +8,12 @@ touches the database.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
 from routing.core.limits import Limits, LimitScope
+from routing.core.names import AliasedModels, model_aliases
 from routing.core.policies import PolicySpec
 
 CAPABILITIES = ("text", "image", "audio", "file", "tools", "json_schema", "reasoning")
@@ -82,10 +83,10 @@ class ProviderSpec:
     project: str = ""
     credentials_file: str = ""
     aws_keys: tuple[Secret, ...] = ()
-
     # The betas an Anthropic client's ``anthropic-beta`` may switch on at this provider (a beta can change the
     # price); any other is dropped and named in the answer's X-GoModel-Dropped-Betas. Empty: none is sent.
     allowed_betas: frozenset[str] = frozenset()
+
 
 @dataclass(frozen=True, slots=True)
 class ModelSpec:
@@ -104,7 +105,9 @@ class ModelSpec:
     enabled: bool = True
     rpm: int | None = None  # the provider's requests per minute for this account; None: no limit
     tpm: int | None = None  # the provider's tokens per minute (input + output of real answers)
-    strengths: frozenset[str] = frozenset()  # content categories it is good at (routing.core.categories)
+    # Tags an operator chose (letters, digits, - and _): the content categories and any other, e.g. "reasoning"
+    # (routing.core.categories.strength_tag_problem); routing policies select by them.
+    strengths: frozenset[str] = frozenset()
     endpoints: frozenset[str] = frozenset({"chat"})  # of ENDPOINTS
     # An embedding model's vector size and family: targets of one embeddings virtual model share both, so a
     # fallback returns vectors comparable with the primary's.
@@ -289,10 +292,17 @@ class RoutingTable:
         keys: list[KeySpec] | tuple[KeySpec, ...] = (),
         settings: RoutingSettings | None = None,
     ) -> RoutingTable:
+        # Each model with a slash in its name is callable by its slash-free alias too (routing.core.names),
+        # unless the alias would meet another public name; a key listing the model may use its alias.
+        others = [*(v.source for v in virtual_models), *(t.alias for t in tier_routes),
+                  *(c.alias for c in category_routes)]
+        aliases = model_aliases([m.name for m in models], others)
+        if aliases:
+            keys = [_with_aliases(k, aliases) for k in keys]
         return RoutingTable(
             version=version,
             providers=_frozen({p.name: p for p in providers}),
-            models=_frozen({m.name: m for m in models}),
+            models=AliasedModels(_frozen({m.name: m for m in models}), _frozen(aliases)),
             virtual_models=_frozen({v.source: v for v in virtual_models}),
             tier_routes=_frozen({t.alias: t for t in tier_routes}),
             category_routes=_frozen({c.alias: c for c in category_routes}),
@@ -350,4 +360,27 @@ class RoutingTable:
         names += [a for a, c in self.category_routes.items() if c.enabled]
         names += [s for s, v in self.virtual_models.items() if v.enabled]
         names += [n for n, m in self.models.items() if m.enabled]
+        names += [a for a, n in self.model_aliases().items() if self.models[n].enabled]
         return tuple(dict.fromkeys(names))
+
+    def model_aliases(self) -> Mapping[str, str]:
+        """``{slash-free alias: public name}`` of the models (routing.core.names)."""
+        models = self.models
+        return models.aliases if isinstance(models, AliasedModels) else {}
+
+    def public_name_of(self, name: str) -> str:
+        """The public name ``name`` stands for: a model's for its slash-free alias, else ``name`` itself."""
+        return self.model_aliases().get(name, name)
+
+
+def _with_aliases(key: KeySpec, aliases: Mapping[str, str]) -> KeySpec:
+    """``key`` whose allowed models (and its team's) also hold the slash-free alias of each model listed."""
+    def widened(allowed: frozenset[str]) -> frozenset[str]:
+        return allowed | {alias for alias, name in aliases.items() if name in allowed} if allowed else allowed
+
+    team = key.team
+    if team is not None and team.allowed_models:
+        team = replace(team, allowed_models=widened(team.allowed_models))
+    if team is key.team and not key.allowed_models:
+        return key
+    return replace(key, allowed_models=widened(key.allowed_models), team=team)

@@ -138,7 +138,7 @@ def test_checks_name_cycles_unknown_fallbacks_and_bad_fields() -> None:
         "odd": {"strategy": "random", "strength": "poetry", "max_cost_usd": 0},
         "coder": {"strategy": "strength"},
         "ok": {"strategy": "cost", "max_cost_usd": 0.5, "fallback_to": "coder"},
-    }, categories=CATEGORIES)
+    }, strengths=CATEGORIES)
     found = {(p.policy, p.field): p.message for p in problems}
     assert found[("fast", "fallback_to")] == "cycle: fast -> cheap -> fast"
     assert found[("cheap", "fallback_to")] == "cycle: cheap -> fast -> cheap"
@@ -155,7 +155,7 @@ def test_a_chain_longer_than_the_limit_is_refused() -> None:
     policies: dict[str, dict[str, object]] = {f"p{i}": {"strategy": "priority", "fallback_to": f"p{i + 1}"}
                                              for i in range(20)}
     policies["p20"] = {"strategy": "priority"}
-    problems = policy_problems(policies, categories=CATEGORIES)
+    problems = policy_problems(policies, strengths=CATEGORIES)
     assert problems
     assert "longer than 16" in problems[0].message
 

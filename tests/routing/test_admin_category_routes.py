@@ -84,16 +84,19 @@ def test_a_tier_route_may_not_take_a_category_routes_name(admin_client: Client, 
     assert any("already used by a category route" in e for e in errors_of(response)["alias"])
 
 
-def test_it_saves_model_strengths_as_checkboxes(admin_client: Client, catalogue: m.Provider) -> None:
+def test_it_saves_model_strengths_as_free_form_tags(admin_client: Client, catalogue: m.Provider) -> None:
     response = admin_client.post("/admin/routing/providermodel/add/", {
-        "provider": catalogue.pk, "upstream": "writer", "capabilities": ["text"], "strengths": ["writing", "analysis"],
-        "model_class": "general", "enabled": "on"})
+        "provider": catalogue.pk, "upstream": "writer", "capabilities": ["text"],
+        "strengths": "writing, analysis reasoning", "model_class": "general", "enabled": "on"})
     assert response.status_code == 302, errors_of(response)
-    assert m.ProviderModel.objects.get(name="openai/writer").strengths == ["writing", "analysis"]
+    assert m.ProviderModel.objects.get(name="openai/writer").strengths == ["writing", "analysis", "reasoning"]
+    page = admin_client.get(f"/admin/routing/providermodel/{m.ProviderModel.objects.get(name='openai/writer').pk}"
+                            "/change/")
+    assert 'value="writing, analysis, reasoning"' in page.content.decode()
     refused = admin_client.post("/admin/routing/providermodel/add/", {
-        "provider": catalogue.pk, "upstream": "poet", "capabilities": ["text"], "strengths": ["poetry"],
+        "provider": catalogue.pk, "upstream": "poet", "capabilities": ["text"], "strengths": "po/etry",
         "model_class": "general", "enabled": "on"})
-    assert any("poetry" in e for e in errors_of(refused)["strengths"])
+    assert any("'po/etry' is not a tag" in e for e in errors_of(refused)["strengths"])
 
 
 @pytest.mark.parametrize(

@@ -35,9 +35,10 @@ from routing.config.file.teams import parse_team
 from routing.config.provider_cloud import CLOUD_FIELDS, CLOUD_KINDS, cloud_problems, default_base_url
 from routing.config.provider_egress import EGRESS_FIELDS, egress_problems
 from routing.config.provider_keys import look_up
-from routing.core.categories import CATEGORIES
+from routing.core.categories import CATEGORIES, strength_tag_problem
 from routing.core.embeddings import EmbeddingFacts, embedding_field_problems, target_mix_problem
 from routing.core.graph import check_virtual_graph
+from routing.core.names import alias_collisions
 from routing.core.probes import mode_problem
 from routing.core.table import CAPABILITIES, ENDPOINTS, PROVIDER_KINDS, STRATEGIES
 from routing.providers.anthropic_adapter import beta_names_problem
@@ -110,7 +111,7 @@ def parse_config(data: Mapping[str, Any]) -> dict[str, Any]:
     _check_duplicates(chk, "teams", [t["name"] for t in teams], "name")
 
     category_routes = parse_category_routes(chk, data, contract_names)
-    policies = parse_routing_policies(chk, data)
+    policies = parse_routing_policies(chk, data, carried=_carried_strengths(models_out, model_names))
 
     settings_out = _parse_settings(chk, data)
     _check_names_and_graph(chk, model_names, virtual, routes)
@@ -118,6 +119,8 @@ def parse_config(data: Mapping[str, Any]) -> dict[str, Any]:
         _check_embedding_targets(chk, models_out, virtual)
         _check_embedding_providers(chk, models_out, providers)
     _check_category_routes(chk, category_routes, model_names, virtual, routes)
+    _check_slash_free_aliases(chk, model_names, {*(v["source"] for v in virtual if isinstance(v["source"], str)),
+                                                 *routes, *category_routes})
 
     if chk.problems:
         raise ConfigError(chk.problems)
@@ -283,9 +286,13 @@ def _parse_model(chk: _Checker, path: str, entry: dict[str, Any], provider_names
         chk.add(f"{path}.capabilities", f"expected a list of {', '.join(CAPABILITIES)}, got {caps!r}")
         caps = ["text"]
     strengths = entry.get("strengths", [])
-    if not isinstance(strengths, list) or any(s not in CATEGORIES for s in strengths):
-        chk.add(f"{path}.strengths", f"expected a list of {', '.join(CATEGORIES)}, got {strengths!r}")
+    if not isinstance(strengths, list):
+        chk.add(f"{path}.strengths", f"expected a list of tags (such as {', '.join(CATEGORIES)}), got {strengths!r}")
         strengths = []
+    for s, tag in enumerate(strengths):
+        if (problem := strength_tag_problem(tag)) is not None:
+            chk.add(f"{path}.strengths[{s}]", problem)
+    strengths = [tag for tag in strengths if strength_tag_problem(tag) is None]
     model_class = entry.get("model_class", "general")
     if not isinstance(model_class, str) or not model_class:
         chk.add(f"{path}.model_class", "expected a non-empty string")
@@ -426,6 +433,15 @@ def _parse_settings(chk: _Checker, data: Mapping[str, Any]) -> dict[str, Any]:
     return settings_out
 
 
+def _carried_strengths(models_out: list[dict[str, Any]], model_names: list[str]) -> set[str]:
+    """Every tag a model carries once the file is applied: the file's models, and the others as stored."""
+    carried = {tag for entry in models_out for tag in entry.get("strengths", ())}
+    others = m.ProviderModel.objects.exclude(name__in=[n for n in model_names if isinstance(n, str)])
+    for tags in others.values_list("strengths", flat=True):
+        carried.update(tag for tag in tags or () if isinstance(tag, str))
+    return carried
+
+
 def _check_category_routes(chk: _Checker, category_routes: dict[str, Any], model_names: list[str],
                            virtual: list[dict[str, Any]], routes: dict[str, dict[str, Any]]) -> None:
     """Category routes against every name of the file and the database (routing.config.file.category_routes)."""
@@ -477,6 +493,21 @@ def _check_embedding_targets(chk: _Checker, models_out: list[dict[str, Any]], vi
         problem = target_mix_problem(leaves(entry["source"]))
         if problem is not None:
             chk.add(f"virtual_models[{i}].targets", f"{problem[0]}: {problem[1]}")
+
+
+def _check_slash_free_aliases(chk: _Checker, model_names: list[str], file_names: set[str]) -> None:
+    """A model's slash-free alias (routing.core.names) may not be another public name or another model's alias;
+    ``file_names`` are the file's virtual models, tier and category aliases."""
+    model_names = [name for name in model_names if isinstance(name, str)]
+    existing_models = set(m.ProviderModel.objects.values_list("name", flat=True))
+    others = set(file_names)
+    others |= set(m.VirtualModel.objects.values_list("source", flat=True))
+    others |= set(m.TierRoute.objects.values_list("alias", flat=True))
+    others |= set(m.CategoryRoute.objects.values_list("alias", flat=True))
+    problems = alias_collisions([*model_names, *sorted(existing_models - set(model_names))], others)
+    for i, name in enumerate(model_names):
+        if name in problems:
+            chk.add(f"models[{i}].name", f'"{name}": {problems[name]}')
 
 
 def _check_names_and_graph(

@@ -1,29 +1,35 @@
 """The ``routing_policies`` section: parse and check it, apply it, dump it back.
 
 ``routing_policies: {NAME: {strategy, strength, max_latency_ms, max_cost_usd, fallback_to}}`` (see
-routing.core.policies). ``strategy`` defaults to ``priority``; the canonical form always names it and leaves out
-the constraints that are not set. ``fallback_to`` names a policy of the file or one already configured; a chain
-that comes back to a policy it passed is refused naming the cycle (``routing_policies.fast.fallback_to: cycle:
-fast -> cheap -> fast``).
+routing.core.policies); ``strength`` is a category or a tag some model carries. ``strategy`` defaults to
+``priority``; the canonical form always names it and leaves out the constraints that are not set.
+``fallback_to`` names a policy of the file or one already configured; a chain that comes back to a policy it
+passed is refused naming the cycle (``routing_policies.fast.fallback_to: cycle: fast -> cheap -> fast``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from routing import models as m
 from routing.config.file.checks import _check_name, _check_unknown_keys, _Checker, _num
 from routing.config.file.schema import ConfigError
-from routing.core.categories import CATEGORIES
+from routing.core.categories import known_strengths
 from routing.core.policies import policy_problems
 
 SECTION = "routing_policies"
 _FIELDS = ("strategy", "strength", "max_latency_ms", "max_cost_usd", "fallback_to")
 
 
-def parse_routing_policies(chk: _Checker, data: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """The section's policies in canonical form, each checked with the policies already configured."""
+def parse_routing_policies(chk: _Checker, data: Mapping[str, Any], *,
+                           carried: Collection[str]) -> dict[str, dict[str, Any]]:
+    """The section's policies in canonical form, each checked with the policies already configured.
+
+    ``carried`` holds every tag a model carries once the file is applied: a policy's ``strength`` is one of them
+    or a category. A configured policy the file leaves alone is checked too, so the file cannot take away the
+    last tag it selects by.
+    """
     raw = data.get(SECTION) or {}
     if not isinstance(raw, dict):
         chk.add(SECTION, "expected a mapping of name -> {strategy, strength, max_latency_ms, max_cost_usd, "
@@ -51,9 +57,12 @@ def parse_routing_policies(chk: _Checker, data: Mapping[str, Any]) -> dict[str, 
         policies[str(name)] = policy
     existing = routing_policy_entries()
     merged = {**existing, **policies}
-    for problem in policy_problems(merged, categories=CATEGORIES):
+    for problem in policy_problems(merged, strengths=known_strengths(carried)):
         if problem.policy in policies:
             chk.add(f"{SECTION}.{problem.policy}.{problem.field}", problem.message)
+        elif problem.field == "strength":
+            chk.add(f"{SECTION}.{problem.policy}.strength", f"the configured policy selects by a tag no model "
+                                                            f"would carry any more: {problem.message}")
     return policies
 
 
