@@ -21,7 +21,7 @@ from routing.api.arrival import arrival_of
 from routing.api.body_check import check_body, check_nesting, check_tool_schemas, parse_body
 from routing.api.gateway_auth import caller_of
 from routing.config.runtime import current_table
-from routing.core.categories import CATEGORIES
+from routing.core.categories import known_strengths
 from routing.core.embeddings import EmbeddingsRequestError, parse_embeddings_request
 from routing.core.features import extract_features
 from routing.core.limits import ERROR_CODES
@@ -216,7 +216,7 @@ def inbound_of_scope(scope: dict[str, Any]) -> Inbound:
 async def models(request: HttpRequest) -> HttpResponseBase:
     """GET /v1/models: the tier and category aliases, virtual models and models this key may use.
 
-    A concrete model's entry carries its ``strengths`` (the content categories it is good at) in both shapes;
+    A concrete model's entry carries its ``strengths`` (the tags of what it is good at) in both shapes;
     every entry lists the ``endpoints`` it serves (``chat``, ``embeddings``).
     """
     inbound = _inbound_of(request)
@@ -257,11 +257,12 @@ def _endpoints(name: str, table: RoutingTable) -> list[str]:
 
 
 def _strengths(name: str, table: RoutingTable) -> dict[str, list[str]]:
-    """``{"strengths": [...]}`` for a concrete model (in the order of CATEGORIES), nothing for other names."""
+    """``{"strengths": [...]}`` for a concrete model (its categories in the order of CATEGORIES, then its other
+    tags in alphabetical order), nothing for other names."""
     model = table.models.get(name)
     if model is None:
         return {}
-    return {"strengths": [category for category in CATEGORIES if category in model.strengths]}
+    return {"strengths": [tag for tag in known_strengths(model.strengths) if tag in model.strengths]}
 
 
 async def explain(request: HttpRequest) -> HttpResponseBase:

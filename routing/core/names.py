@@ -72,9 +72,15 @@ def nearest_names(name: str, candidates: Iterable[str], *, limit: int = MAX_SUGG
     folded: dict[str, str] = {}
     for candidate in candidates:
         folded.setdefault(candidate.casefold(), candidate)
-    # An alias differs from its model by the separator only: compare with "/" read as the separator too.
+    # An alias differs from its model by the separator only: compare with "/" read as the separator too, and
+    # name one spelling of each model: the one the asker used (a name with a slash, unless they wrote none).
     wanted = name.casefold().replace("/", ALIAS_SEPARATOR)
-    keys = {key.replace("/", ALIAS_SEPARATOR): key for key in folded}
+    slash_free = "/" not in name and ALIAS_SEPARATOR in name
+    keys: dict[str, str] = {}
+    for key in folded:
+        spelled = key.replace("/", ALIAS_SEPARATOR)
+        if spelled not in keys or ("/" in keys[spelled]) == slash_free:
+            keys[spelled] = key
     matches = difflib.get_close_matches(wanted, list(keys), n=limit, cutoff=_CUTOFF)
     return list(dict.fromkeys(folded[keys[match]] for match in matches))
 

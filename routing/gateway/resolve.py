@@ -1,6 +1,7 @@
 """The resolve step, shared by a real request and ``/v1/routing/explain`` so the two can never drift.
 
-``admit`` decides whether the key may use the requested name at all (404 unknown, 403 not allowed);
+``admit`` decides whether the key may use the requested name at all (404 unknown, with the nearest names the key
+may use; 403 not allowed);
 ``request_contract`` decides what the request must meet once its target is known: the workload contract
 (from ``X-GoModel-Workload``, the tier route or the virtual model), merged with what the body needs, and a
 valid response schema. Both raise ``GatewayError`` exactly as the engine answers it.
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 
 from routing.core.contracts import EffectiveContract, effective_contract
+from routing.core.names import did_you_mean
 from routing.core.requirements import requirements_from_features
 from routing.gateway.gateway_error import GatewayError
 from routing.gateway.json_schema import schema_is_compiled, schema_problems
@@ -23,10 +25,13 @@ def admit(call: Call, endpoint: str = "chat") -> str:
     """The kind of the requested name ("model", "virtual" or "tier"), once the key may use it for ``endpoint``."""
     requested = call.features.model
     kind = call.table.kind_of(requested)
-    if kind is None:
-        raise GatewayError(404, f"The model `{requested}` does not exist or you do not have access to it.",
-                           code="model_not_found", param="model", error_class="permanent")
     key = call.key
+    if kind is None:
+        # The nearest names this key may use (never one it may not: a suggestion must not reveal the catalogue).
+        usable = [name for name in call.table.public_names() if key is None or key.allows(name)]
+        hint = did_you_mean(requested[:200], usable)
+        raise GatewayError(404, f"The model `{requested[:200]}` does not exist or you do not have access to it."
+                                f"{hint}", code="model_not_found", param="model", error_class="permanent")
     if key is not None and not key.allows(requested):
         whose = "This key"
         if key.team is not None and key.team.allowed_models and requested not in key.team.allowed_models:

@@ -82,3 +82,10 @@ def test_a_key_listing_a_model_may_use_its_alias() -> None:
     assert compiled.allows("a--b")
     assert compiled.allows("a/b")
     assert not compiled.allows("c--d")
+
+
+def test_it_names_one_spelling_of_a_model_the_one_the_asker_used() -> None:
+    names = ["openai/gpt-4o", "openai--gpt-4o"]
+    assert nearest_names("openai/gpt4o", names) == ["openai/gpt-4o"]
+    assert nearest_names("openai--gpt4o", names) == ["openai--gpt-4o"]
+    assert nearest_names("openai-gpt4o", list(reversed(names))) == ["openai/gpt-4o"]
