@@ -121,7 +121,8 @@ class AnthropicAdapter(Adapter):
         return request
 
     def translate_response(self, data: Any, *, inbound: Inbound, public_model: str, created: int) -> ParsedResponse:
-        answer = answer_from_anthropic(data)
+        # An OpenAI client's tool call ids carry the thinking blocks; its answer names the calls as it does.
+        answer = answer_from_anthropic(data, carry_thinking=inbound == "openai")
         usage = usage_from_anthropic(data.get("usage"))
         if inbound == "openai":
             body = anthropic_to_openai_completion(data, public_model=public_model, created=created)

@@ -9,6 +9,7 @@ from routing.core.answer import Answer, ToolCall
 from routing.providers.errors import MalformedResponse
 from routing.providers.finish_reasons import finish_from_anthropic, openai_finish
 from routing.providers.ids import openai_response_id
+from routing.providers.thinking_ids import REDACTED, THINKING, ThinkingBlock, block_from_anthropic, id_with_thinking
 from routing.providers.usage import openai_usage, usage_from_anthropic
 
 
@@ -18,20 +19,31 @@ def _content_blocks(message: Any) -> list[dict[str, Any]]:
     return [block for block in message["content"] if isinstance(block, dict)]
 
 
-def _parts(blocks: list[dict[str, Any]]) -> tuple[str, str, tuple[ToolCall, ...]]:
+def _parts(blocks: list[dict[str, Any]], *, carry_thinking: bool = True) -> tuple[str, str, tuple[ToolCall, ...]]:
+    """(text, thinking text, tool calls); with ``carry_thinking`` the thinking blocks before a tool call ride in its
+    id (thinking_ids)."""
     texts: list[str] = []
     thoughts: list[str] = []
     calls: list[ToolCall] = []
+    pending: list[ThinkingBlock] = []
     for block in blocks:
         kind = block.get("type")
         if kind == "text":
             texts.append(str(block.get("text") or ""))
-        elif kind == "thinking":
-            thoughts.append(str(block.get("thinking") or ""))
+        elif kind in (THINKING, REDACTED):
+            thinking = block_from_anthropic(block)
+            if thinking is not None:
+                pending.append(thinking)
+                if thinking.kind == THINKING:
+                    thoughts.append(thinking.text)
         elif kind == "tool_use":
+            call_id = str(block.get("id") or "")
+            if carry_thinking:
+                call_id = id_with_thinking(call_id, pending)
+            pending = []
             calls.append(
                 ToolCall(
-                    id=str(block.get("id") or ""),
+                    id=call_id,
                     name=str(block.get("name") or ""),
                     arguments=json.dumps(block.get("input") or {}, ensure_ascii=False),
                 )
@@ -39,9 +51,9 @@ def _parts(blocks: list[dict[str, Any]]) -> tuple[str, str, tuple[ToolCall, ...]
     return "".join(texts), "".join(thoughts), tuple(calls)
 
 
-def answer_from_anthropic(message: Any) -> Answer:
-    """An Anthropic message as an Answer."""
-    text, reasoning, calls = _parts(_content_blocks(message))
+def answer_from_anthropic(message: Any, *, carry_thinking: bool = False) -> Answer:
+    """An Anthropic message as an Answer; with ``carry_thinking`` its tool call ids are an OpenAI client's."""
+    text, reasoning, calls = _parts(_content_blocks(message), carry_thinking=carry_thinking)
     return Answer(
         text=text,
         finish_reason=finish_from_anthropic(message.get("stop_reason")),
@@ -52,7 +64,8 @@ def answer_from_anthropic(message: Any) -> Answer:
 
 def anthropic_to_openai_completion(message: Any, *, public_model: str, created: int) -> dict[str, Any]:
     """The OpenAI chat completion equivalent to an Anthropic message. Thinking becomes ``reasoning_content``,
-    the extension DeepSeek introduced and OpenAI-compatible clients read."""
+    the extension DeepSeek introduced and OpenAI-compatible clients read; the signed blocks themselves ride in the
+    ids of the tool calls they preceded, for the next turn (thinking_ids)."""
     text, reasoning, calls = _parts(_content_blocks(message))
     reply: dict[str, Any] = {"role": "assistant", "content": text if text or not calls else None}
     if reasoning:

@@ -6,6 +6,11 @@ Output items, in the order OpenAI's own answers use: a ``reasoning`` item (the p
 ``function_call_output``). A truncated answer is ``status: "incomplete"`` with ``incomplete_details.reason``
 ``max_output_tokens`` (``content_filter`` for a filtered one). The request's settings are echoed as OpenAI
 echoes them, with the public model name.
+
+Claude's signed thinking, which the chat translation folds into a tool call id (thinking_ids), is split back out:
+the ``call_id`` is the provider's own id and the payload is the ``encrypted_content`` of the reasoning item before
+that call (the first call's on the leading reasoning item, a later call's on a reasoning item of its own), which
+the client sends back with its next turn.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from routing.providers.finish_reasons import finish_from_openai
 from routing.providers.openai_response import first_message, message_text, reasoning_text, tool_calls_of
 from routing.providers.responses_ids import item_id
 from routing.providers.responses_request import ResponsesRequest
+from routing.providers.thinking_ids import split_payload
 from routing.providers.usage import usage_from_openai
 
 INCOMPLETE_REASONS = {FINISH_LENGTH: "max_output_tokens", FINISH_CONTENT_FILTER: "content_filter"}
@@ -104,20 +110,28 @@ def function_call_item(call_id: str, name: str, arguments: str, *, item: str | N
             "name": name, "arguments": arguments}
 
 
-def reasoning_item(text: str, *, item: str | None = None) -> dict[str, Any]:
-    return {"id": item or item_id("rs"), "type": "reasoning", "summary": [],
-            "content": [{"type": "reasoning_text", "text": text}]}
+def reasoning_item(text: str, *, item: str | None = None, encrypted: str = "") -> dict[str, Any]:
+    """A reasoning item: its text, and the signed thinking it carries as ``encrypted_content`` (if any)."""
+    out: dict[str, Any] = {"id": item or item_id("rs"), "type": "reasoning", "summary": [],
+                           "content": [{"type": "reasoning_text", "text": text}] if text else []}
+    if encrypted:
+        out["encrypted_content"] = encrypted
+    return out
 
 
 def output_of_answer(answer: Answer, refusal: str = "") -> list[dict[str, Any]]:
     """The output items of an answer."""
+    calls = [(split_payload(call.id), call) for call in answer.tool_calls]
+    leading = calls[0][0][1] if calls else ""
     output: list[dict[str, Any]] = []
-    if answer.reasoning_text:
-        output.append(reasoning_item(answer.reasoning_text))
+    if answer.reasoning_text or leading:
+        output.append(reasoning_item(answer.reasoning_text, encrypted=leading))
     if answer.text or refusal:
         output.append(message_item(answer.text, refusal=refusal))
-    for call in answer.tool_calls:
-        output.append(function_call_item(call.id, call.name, call.arguments or "{}"))
+    for number, ((call_id, payload), call) in enumerate(calls):
+        if payload and number > 0:
+            output.append(reasoning_item("", encrypted=payload))
+        output.append(function_call_item(call_id, call.name, call.arguments or "{}"))
     return output
 
 

@@ -29,6 +29,7 @@ from routing.providers.sse import SSEEvent, event_frame
 from routing.providers.stream_decoding import ChunkDecoder, failure_from_error, load_event_json
 from routing.providers.stream_to_responses import ResponsesEvents
 from routing.providers.streams import StreamTranslator
+from routing.providers.thinking_ids import is_gateway_reasoning
 from routing.providers.usage import openai_usage
 
 _LIFECYCLE = frozenset({"response.created", "response.queued", "response.in_progress", "response.completed",
@@ -42,7 +43,8 @@ def native_payload(body: dict[str, Any], *, upstream_model: str, conversation: l
     out = {key: value for key, value in body.items()
            if key not in ("previous_response_id", "stream", "stream_options")}
     out["model"] = upstream_model
-    out["input"] = conversation
+    # Claude's thinking kept for a tool loop (thinking_ids) is no reasoning OpenAI could read: it is left out.
+    out["input"] = [item for item in conversation if not is_gateway_reasoning(item)]
     out["store"] = False
     if stream:
         out["stream"] = True

@@ -3,6 +3,11 @@
 Anthropic wants the system prompt at the top level, tool results as ``tool_result`` blocks in a user turn,
 a ``max_tokens`` on every request, and thinking as a token budget. What it cannot do (n > 1, audio,
 logprobs, penalties, logit bias, OpenAI file ids, temperature above 1) is refused here, before sending.
+
+Claude's thinking blocks ride in the tool call ids of the turn they opened (thinking_ids): with thinking on they
+are rebuilt in front of their ``tool_use`` blocks and every id is sent as the upstream id it came from. A final
+tool turn without them would be refused by Anthropic, so that request is sent with thinking disabled
+(thinking_turns); with thinking off no thinking block is sent.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ from routing.providers.shape import (
     refuse_unknown_keys,
     text_of,
 )
+from routing.providers.thinking_ids import base_id, split_id
+from routing.providers.thinking_turns import thinking_requested, thinking_turned_off
 
 DEFAULT_MAX_TOKENS = 4096
 JSON_OBJECT_INSTRUCTION = "Respond with a single valid JSON object only: no prose, no code fences."
@@ -54,7 +61,8 @@ def openai_to_anthropic(body: Mapping[str, Any], *, model: ModelSpec) -> dict[st
     """The Anthropic Messages request equivalent to an OpenAI chat body, for ``model``."""
     refuse_unknown_keys(body, known=_KNOWN, target=_TARGET, ignorable=_IGNORABLE)
     _refuse_unsupported(body)
-    system, messages = _messages(as_list(body.get("messages"), "messages"))
+    thinking_on = thinking_requested(body) and not thinking_turned_off(body)
+    system, messages = _messages(as_list(body.get("messages"), "messages"), keep_thinking=thinking_on)
     out: dict[str, Any] = {"model": model.upstream, "messages": messages}
 
     for key in ("max_completion_tokens", "max_tokens"):
@@ -79,7 +87,7 @@ def openai_to_anthropic(body: Mapping[str, Any], *, model: ModelSpec) -> dict[st
         out["tools"] = [_tool(tool, f"tools[{i}]") for i, tool in enumerate(as_list(body["tools"], "tools"))]
     _tool_choice(body, out)
     _response_format(body.get("response_format"), out, system)
-    _thinking(body, out, model)
+    _thinking(body, out, model, turned_off=thinking_requested(body) and not thinking_on)
     if system:
         out["system"] = system
     user = body.get("user") or body.get("safety_identifier")
@@ -100,8 +108,8 @@ def _refuse_unsupported(body: Mapping[str, Any]) -> None:
         raise CapabilityError("audio", "Anthropic cannot produce audio output", "modalities")
 
 
-def _messages(messages: list[Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The system blocks and the alternating user/assistant turns."""
+def _messages(messages: list[Any], *, keep_thinking: bool) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The system blocks and the alternating user/assistant turns (with their thinking when ``keep_thinking``)."""
     system: list[dict[str, Any]] = []
     out: list[dict[str, Any]] = []
     for i, message in enumerate(messages):
@@ -115,7 +123,7 @@ def _messages(messages: list[Any]) -> tuple[list[dict[str, Any]], list[dict[str,
         elif role == "user":
             _append(out, "user", _user_blocks(message.get("content"), f"{path}.content"))
         elif role == "assistant":
-            _append(out, "assistant", _assistant_blocks(message, path))
+            _append(out, "assistant", _assistant_blocks(message, path, keep_thinking=keep_thinking))
         elif role == "tool":
             _append(out, "user", [_tool_result(message, path)])
         elif role == "function":
@@ -201,7 +209,7 @@ def _document_block(part: dict[str, Any], path: str) -> dict[str, Any]:
     return block
 
 
-def _assistant_blocks(message: dict[str, Any], path: str) -> list[dict[str, Any]]:
+def _assistant_blocks(message: dict[str, Any], path: str, *, keep_thinking: bool) -> list[dict[str, Any]]:
     if message.get("audio") is not None:
         raise CapabilityError("audio", "Anthropic does not accept audio in the conversation", f"{path}.audio")
     # Anthropic refuses empty text blocks; an empty assistant text carries nothing.
@@ -212,10 +220,18 @@ def _assistant_blocks(message: dict[str, Any], path: str) -> list[dict[str, Any]
         if call.get("type", "function") != "function":
             raise CapabilityError("tools", "custom tool calls have no Anthropic equivalent", f"{call_path}.type")
         function = as_dict(call.get("function"), f"{call_path}.function")
+        call_id, thinking = split_id(as_str(call.get("id"), f"{call_path}.id"))
+        if keep_thinking and thinking:
+            # The first call's thinking opened the turn (before its text); a later call's came right before it.
+            rebuilt = [block.as_anthropic() for block in thinking]
+            if k == 0:
+                blocks[:0] = rebuilt
+            else:
+                blocks.extend(rebuilt)
         blocks.append(
             {
                 "type": "tool_use",
-                "id": as_str(call.get("id"), f"{call_path}.id"),
+                "id": call_id,
                 "name": as_str(function.get("name"), f"{call_path}.function.name"),
                 "input": _arguments(function.get("arguments"), f"{call_path}.function.arguments"),
             }
@@ -234,7 +250,7 @@ def _arguments(arguments: Any, path: str) -> dict[str, Any]:
 
 
 def _tool_result(message: dict[str, Any], path: str) -> dict[str, Any]:
-    tool_use_id = as_str(message.get("tool_call_id"), f"{path}.tool_call_id")
+    tool_use_id = base_id(as_str(message.get("tool_call_id"), f"{path}.tool_call_id"))
     content = message.get("content")
     text_only = content is None or isinstance(content, str)
     result: Any = (content or "") if text_only else _user_blocks(content, f"{path}.content")
@@ -301,7 +317,7 @@ def _response_format(response_format: Any, out: dict[str, Any], system: list[dic
         raise RequestShapeError(f"unknown response_format type '{kind}'", "response_format.type")
 
 
-def _thinking(body: Mapping[str, Any], out: dict[str, Any], model: ModelSpec) -> None:
+def _thinking(body: Mapping[str, Any], out: dict[str, Any], model: ModelSpec, *, turned_off: bool) -> None:
     effort = body.get("reasoning_effort")
     if effort is None:
         return
@@ -311,6 +327,9 @@ def _thinking(body: Mapping[str, Any], out: dict[str, Any], model: ModelSpec) ->
     budget = budget_for_effort(as_str(effort, "reasoning_effort"))
     if budget is None:
         raise RequestShapeError(f"unknown reasoning_effort '{effort}'", "reasoning_effort")
+    if turned_off:  # the final tool turn lost its thinking (thinking_turns): valid only with thinking off
+        out["thinking"] = {"type": "disabled"}
+        return
     tool_choice = out.get("tool_choice", {})
     if tool_choice.get("type") in ("any", "tool"):
         raise CapabilityError("tool_choice", "Anthropic cannot force tool use while thinking", "tool_choice")

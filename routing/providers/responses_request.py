@@ -21,6 +21,7 @@ from typing import Any
 from routing.core.answer import Answer
 from routing.providers.errors import CapabilityError, RequestShapeError
 from routing.providers.shape import as_dict, as_list, as_str
+from routing.providers.thinking_ids import split_payload
 
 _KNOWN = frozenset(
     {
@@ -260,14 +261,21 @@ def reasoning_effort(body: Mapping[str, Any]) -> str | None:
 def answer_items(answer: Answer) -> list[dict[str, Any]]:
     """An answer as the input items that carry it into the next turn (its text, then its function calls).
 
-    Reasoning is left out: a provider's reasoning state does not transfer to another provider, and an OpenAI
-    upstream refuses reasoning items it did not store itself.
+    Reasoning text is left out: a provider's reasoning state does not transfer to another provider, and an OpenAI
+    upstream refuses reasoning items it did not store itself. Claude's signed thinking, which Claude needs back
+    in a tool loop, is kept as a reasoning item's ``encrypted_content`` before the text and the call it opened
+    (thinking_ids; an OpenAI upstream is never sent it).
     """
+    calls = [(split_payload(call.id), call) for call in answer.tool_calls]
     items: list[dict[str, Any]] = []
+    if calls and calls[0][0][1]:
+        items.append({"type": "reasoning", "summary": [], "encrypted_content": calls[0][0][1]})
     if answer.text:
         items.append({"type": "message", "role": "assistant",
                       "content": [{"type": "output_text", "text": answer.text}]})
-    for call in answer.tool_calls:
-        items.append({"type": "function_call", "call_id": call.id, "name": call.name,
+    for number, ((call_id, payload), call) in enumerate(calls):
+        if payload and number > 0:
+            items.append({"type": "reasoning", "summary": [], "encrypted_content": payload})
+        items.append({"type": "function_call", "call_id": call_id, "name": call.name,
                       "arguments": call.arguments or json.dumps({})})
     return items

@@ -9,7 +9,9 @@ it) and what every provider kind but OpenAI's own receives, through its adapter.
 - ``input_text``/``output_text`` -> text, ``input_image`` -> ``image_url``, ``input_file`` -> ``file``;
 - ``function_call`` items -> the assistant message's ``tool_calls`` (consecutive calls, and the text before
   them, make one assistant turn), ``function_call_output`` -> ``tool`` messages;
-- ``reasoning`` items are left out (chat has no input field for earlier reasoning);
+- ``reasoning`` items are left out (chat has no input field for earlier reasoning), but Claude's signed thinking
+  in a reasoning item's ``encrypted_content`` goes into the id of the next function call of its turn, where the
+  chat translations to Claude look for it (thinking_ids);
 - ``max_output_tokens`` -> ``max_completion_tokens``, ``text.format`` -> ``response_format``,
   ``reasoning.effort`` -> ``reasoning_effort``, function tools -> chat tools; ``store`` and the other hints go.
 """
@@ -20,6 +22,7 @@ import re
 from typing import Any
 
 from routing.providers.responses_request import ResponsesRequest, reasoning_effort, text_format
+from routing.providers.thinking_ids import ThinkingBlock, decode_payload, id_with_thinking
 
 
 def responses_to_chat(request: ResponsesRequest, conversation: list[dict[str, Any]]) -> dict[str, Any]:
@@ -71,8 +74,9 @@ def _translate(request: ResponsesRequest, conversation: list[dict[str, Any]]) ->
         messages.append({"role": "system", "content": request.instructions})
         paths.append("instructions")
     earlier = len(conversation) - len(request.items)
+    thinking: list[ThinkingBlock] = []  # from a reasoning item, for the next function call of its turn
     for number, item in enumerate(conversation):
-        _add_item(messages, item)
+        _add_item(messages, item, thinking)
         if len(messages) > len(paths):
             where = f"input[{number - earlier}]" if number >= earlier else "previous_response_id"
             if item.get("type") == "function_call_output" and number >= earlier:
@@ -107,8 +111,16 @@ def _translate(request: ResponsesRequest, conversation: list[dict[str, Any]]) ->
     return out, paths
 
 
-def _add_item(messages: list[dict[str, Any]], item: dict[str, Any]) -> None:
+def _add_item(messages: list[dict[str, Any]], item: dict[str, Any], thinking: list[ThinkingBlock]) -> None:
     kind = item.get("type", "message")
+    if kind == "reasoning":
+        content = item.get("encrypted_content")
+        decoded = decode_payload(content) if isinstance(content, str) else None
+        if decoded is not None:
+            thinking[:] = decoded[1]
+        return  # its text: nothing to carry into a chat request
+    if kind != "function_call" and not (kind == "message" and item.get("role") == "assistant"):
+        thinking.clear()  # the turn it opened has ended
     if kind == "message":
         role = item["role"]
         if role == "assistant":
@@ -117,7 +129,7 @@ def _add_item(messages: list[dict[str, Any]], item: dict[str, Any]) -> None:
             messages.append({"role": "system" if role == "developer" else role,
                              "content": _content(item["content"], single_text=role != "user")})
     elif kind == "function_call":
-        call = {"id": item["call_id"], "type": "function",
+        call = {"id": id_with_thinking(item["call_id"], thinking), "type": "function",
                 "function": {"name": item["name"], "arguments": item["arguments"]}}
         last = messages[-1] if messages else None
         if last is not None and last["role"] == "assistant" and "tool_calls" in last:
@@ -127,11 +139,11 @@ def _add_item(messages: list[dict[str, Any]], item: dict[str, Any]) -> None:
             last["content"] = last["content"] or None
         else:
             messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        thinking.clear()
     elif kind == "function_call_output":
         output = item["output"]
         messages.append({"role": "tool", "tool_call_id": item["call_id"],
                          "content": output if isinstance(output, str) else _content(output, single_text=False)})
-    # reasoning items: nothing to carry into a chat request
 
 
 def _assistant_text(content: Any) -> str:

@@ -3,7 +3,9 @@
 Anthropic streams content blocks (text, thinking, tool_use) each opened, filled by deltas and closed, then
 a message_delta with the stop reason and the cumulative output usage, then message_stop. Input and cache
 counts come at message_start. Tool-use blocks become tool calls numbered in order of appearance, so
-parallel calls keep their order and their argument fragments land on the right call.
+parallel calls keep their order and their argument fragments land on the right call. Thinking text streams as
+``reasoning_content``; the signed thinking blocks (text and ``signature_delta``, or a ``redacted_thinking``
+block's data) are collected and ride in the id of the tool call that follows them (thinking_ids).
 """
 
 from __future__ import annotations
@@ -17,15 +19,19 @@ from routing.providers.shape import int_or, object_or_empty
 from routing.providers.sse import SSEEvent
 from routing.providers.stream_content_shape import ContentShape
 from routing.providers.stream_decoding import ChunkDecoder, failure_from_error, load_event_json
+from routing.providers.thinking_ids import REDACTED, THINKING, ThinkingBlock, id_with_thinking
 from routing.providers.usage import openai_usage, usage_from_anthropic
 
 
 class AnthropicEventDecoder(ChunkDecoder):
-    def __init__(self, *, public_model: str = "", created: int = 0) -> None:
+    def __init__(self, *, public_model: str = "", created: int = 0, carry_thinking: bool = True) -> None:
         super().__init__(public_model=public_model, created=created)
+        self._carry_thinking = carry_thinking  # False: the chunks only accumulate an Anthropic client's answer
         self._usage: Usage | None = None
         self._tool_of_block: dict[int, int] = {}  # content block index -> tool call index
         self.shape: ContentShape | None = None  # learned from the first plain text_delta
+        self._thinking: list[ThinkingBlock] = []  # the finished thinking blocks since the last tool call
+        self._open_thinking: tuple[int, list[str], list[str]] | None = None  # (block index, texts, signature parts)
 
     def content_text(self, raw: bytes) -> str | None:
         shape = self.shape
@@ -65,21 +71,43 @@ class AnthropicEventDecoder(ChunkDecoder):
         if not isinstance(block, dict):
             return []
         kind = block.get("type")
+        self._close_thinking()
         if kind == "tool_use":
             tool_index = len(self._tool_of_block)
             self._tool_of_block[int_or(data.get("index"), -1)] = tool_index
+            call_id = str(block.get("id") or "")
+            if self._carry_thinking:
+                call_id = id_with_thinking(call_id, self._thinking)
+            self._thinking = []
             call = {
                 "index": tool_index,
-                "id": block.get("id", ""),
+                "id": call_id,
                 "type": "function",
                 "function": {"name": block.get("name", ""), "arguments": ""},
             }
             return [self.chunk({"tool_calls": [call]})]
         if kind == "text" and block.get("text"):
             return [self.chunk({"content": block["text"]})]
-        if kind == "thinking" and block.get("thinking"):
-            return [self.chunk({"reasoning_content": block["thinking"]})]
+        if kind == THINKING:
+            text, signature = block.get("thinking"), block.get("signature")
+            text = text if isinstance(text, str) else ""
+            signature = signature if isinstance(signature, str) else ""
+            self._open_thinking = (int_or(data.get("index"), -1), [text], [signature])
+            return [self.chunk({"reasoning_content": text})] if text else []
+        if kind == REDACTED and isinstance(block.get("data"), str):
+            self._thinking.append(ThinkingBlock(REDACTED, block["data"]))
         return []
+
+    def _close_thinking(self) -> None:
+        """The open thinking block, whole, joins those the next tool call carries."""
+        opened, self._open_thinking = self._open_thinking, None
+        if opened is not None:
+            self._thinking.append(ThinkingBlock(THINKING, "".join(opened[1]), "".join(opened[2])))
+
+    def _thinking_delta(self, data: dict[str, Any], field: str, value: Any) -> None:
+        opened = self._open_thinking
+        if opened is not None and opened[0] == int_or(data.get("index"), -1) and isinstance(value, str):
+            (opened[1] if field == "thinking" else opened[2]).append(value)
 
     def _block_delta(self, data: dict[str, Any]) -> list[dict[str, Any]]:
         delta = data.get("delta")
@@ -89,14 +117,18 @@ class AnthropicEventDecoder(ChunkDecoder):
         if kind == "text_delta":
             return [self.chunk({"content": delta.get("text", "")})]
         if kind == "thinking_delta":
+            self._thinking_delta(data, "thinking", delta.get("thinking"))
             return [self.chunk({"reasoning_content": delta.get("thinking", "")})]
+        if kind == "signature_delta":
+            self._thinking_delta(data, "signature", delta.get("signature"))
+            return []
         if kind == "input_json_delta":
             tool_index = self._tool_of_block.get(int_or(data.get("index"), -1))
             if tool_index is None:
                 return []
             return [self.chunk({"tool_calls": [{"index": tool_index, "function": {
                 "arguments": delta.get("partial_json", "")}}]})]
-        return []  # signature_delta, citations_delta: nothing an OpenAI client can hold
+        return []  # citations_delta: nothing an OpenAI client can hold
 
     def _message_delta(self, data: dict[str, Any]) -> list[dict[str, Any]]:
         self._usage = usage_from_anthropic(data.get("usage"), self._usage)

@@ -13,7 +13,10 @@ Responses events OpenAI's SDKs expect, each with its ``sequence_number``::
     response.output_item.done
     response.completed | response.incomplete (max_output_tokens, content_filter)
 
-A stream that fails after it started ends with an ``error`` event and ``response.failed``.
+A stream that fails after it started ends with an ``error`` event and ``response.failed``. A tool call whose id
+carries Claude's signed thinking (thinking_ids) is streamed with the provider's own ``call_id``; the payload is the
+``encrypted_content`` of the reasoning item closed right before it, or of a reasoning item of its own when text
+came between (as in chat_to_responses).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from routing.providers.shape import int_or, list_or_empty, object_or_empty
 from routing.providers.sse import compact_json, event_frame
 from routing.providers.stream_decoding import StreamFailure
 from routing.providers.streams import StreamTranslator
+from routing.providers.thinking_ids import split_payload
 
 
 class ResponsesEvents:
@@ -174,7 +178,7 @@ class ResponsesEventEncoder:
         item = self._open
         if item is None or item.kind != "reasoning":
             frames += self._close_open()
-            item, added = self._begin("reasoning", {**reasoning_item("", item=item_id("rs")), "content": []})
+            item, added = self._begin("reasoning", reasoning_item("", item=item_id("rs")))
             frames.append(added)
         item.text.append(text)
         frames.append(self.events.frame("response.reasoning_text.delta", {
@@ -187,8 +191,12 @@ class ResponsesEventEncoder:
         frames: list[bytes] = []
         item = self._calls.get(index)
         if item is None:
-            frames += self._close_open()
             call_id = call.get("id") if isinstance(call.get("id"), str) and call.get("id") else new_tool_call_id()
+            call_id, payload = split_payload(call_id)
+            if payload:
+                frames += self._thinking_before_call(payload)
+            else:
+                frames += self._close_open()
             name = function.get("name") if isinstance(function.get("name"), str) else ""
             item, added = self._begin("function_call", function_call_item(call_id, name, "", item=item_id("fc"),
                                                                            status="in_progress"))
@@ -204,7 +212,17 @@ class ResponsesEventEncoder:
                 "item_id": item.id, "output_index": item.index, "delta": arguments}))
         return frames
 
-    def _close_open(self, status: str = "completed") -> list[bytes]:
+    def _thinking_before_call(self, payload: str) -> list[bytes]:
+        """The signed thinking of the next call: on the open reasoning item as it closes, else on one of its own."""
+        item = self._open
+        if item is not None and item.kind == "reasoning":
+            return self._close_open(encrypted=payload)
+        frames = self._close_open()
+        item, added = self._begin("reasoning", reasoning_item("", item=item_id("rs")))
+        frames.append(added)
+        return frames + self._close_open(encrypted=payload)
+
+    def _close_open(self, status: str = "completed", *, encrypted: str = "") -> list[bytes]:
         item = self._open
         if item is None:
             return []
@@ -220,8 +238,10 @@ class ResponsesEventEncoder:
             frames.append(events.frame("response.content_part.done",
                                        {**where, "content_index": 0, "part": output_text_part(text)}))
         elif item.kind == "reasoning":
-            done = reasoning_item(text, item=item.id)
-            frames.append(events.frame("response.reasoning_text.done", {**where, "content_index": 0, "text": text}))
+            done = reasoning_item(text, item=item.id, encrypted=encrypted)
+            if text:
+                frames.append(events.frame("response.reasoning_text.done",
+                                           {**where, "content_index": 0, "text": text}))
         else:
             arguments = text or "{}"
             done = function_call_item(item.call_id, item.name, arguments, item=item.id, status=status)

@@ -243,7 +243,9 @@ class AnthropicPassThrough(StreamTranslator):
     """Anthropic upstream to an Anthropic client: original bytes; usage and answer read on the way."""
 
     def __init__(self, *, public_model: str) -> None:
-        super().__init__(inbound="anthropic", decoder=AnthropicEventDecoder(public_model=public_model))
+        # The answer read on the way names the tool calls as the Anthropic client sees them.
+        decoder = AnthropicEventDecoder(public_model=public_model, carry_thinking=False)
+        super().__init__(inbound="anthropic", decoder=decoder)
         self._model_member = _model_member(public_model)
 
     def _events(self, events: list[SSEEvent]) -> list[bytes]:

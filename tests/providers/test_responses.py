@@ -12,6 +12,7 @@ import pytest
 from routing.core.answer import Answer, ToolCall, Usage
 from routing.providers import MalformedResponse, get_adapter
 from routing.providers.gemini_ids import signature_from_id
+from routing.providers.thinking_ids import ThinkingBlock, id_with_thinking
 from tests.providers.support import GEMINI_SIGNATURE
 
 CREATED = 1700000002
@@ -104,8 +105,9 @@ def test_anthropic_to_an_openai_client_exactly() -> None:
         "id": "chatcmpl-01", "object": "chat.completion", "created": CREATED, "model": "pub",
         "choices": [{"index": 0, "finish_reason": "tool_calls", "logprobs": None, "message": {
             "role": "assistant", "content": "Hi", "reasoning_content": "hmm",
-            "tool_calls": [{"id": "toolu_1", "type": "function", "function": {"name": "w",
-                                                                              "arguments": '{"city": "Oslo"}'}}]}}],
+            # The signed thinking block rides in the id of the tool call it preceded (thinking_ids).
+            "tool_calls": [{"id": id_with_thinking("toolu_1", [ThinkingBlock("thinking", "hmm", "sig")]),
+                            "type": "function", "function": {"name": "w", "arguments": '{"city": "Oslo"}'}}]}}],
         "usage": {"prompt_tokens": 1200, "completion_tokens": 20, "total_tokens": 1220,
                   "prompt_tokens_details": {"cached_tokens": 1024, "cache_write_tokens": 50},
                   "completion_tokens_details": {"reasoning_tokens": 8}},
@@ -116,7 +118,7 @@ def test_openai_to_an_anthropic_client_exactly() -> None:
     assert parse("openai", "anthropic", OPENAI_COMPLETION).client_body == {
         "id": "msg_1", "type": "message", "role": "assistant", "model": "pub",
         "content": [{"type": "thinking", "thinking": "hmm", "signature": ""}, {"type": "text", "text": "Hi"},
-                    {"type": "tool_use", "id": "call_1", "name": "w", "input": {"city": "Oslo"}}],
+                    {"type": "tool_use", "id": "toolu_1", "name": "w", "input": {"city": "Oslo"}}],
         "stop_reason": "tool_use", "stop_sequence": None,
         "usage": {"input_tokens": 176, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 1024,
                   "output_tokens": 20, "output_tokens_details": {"thinking_tokens": 8}},

@@ -25,6 +25,7 @@ from routing.providers.responses_calls import (
 from routing.providers.responses_ids import new_response_id, read_response_id, response_id_key
 from routing.providers.responses_request import answer_items, parse_responses_request
 from routing.providers.responses_to_chat import responses_to_chat
+from routing.providers.thinking_ids import split_payload
 from tests.providers.support import (
     ANTHROPIC_STREAM,
     GEMINI_STREAM,
@@ -295,9 +296,13 @@ def test_an_anthropic_answer_becomes_a_response_with_reasoning_message_and_funct
                              "output_tokens": 25,
                              "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 75}
     assert (body["metadata"], body["store"], body["tools"]) == ({"a": "b"}, True, [WEATHER_TOOL])
-    assert parsed.answer.tool_calls[0].id == "toolu_1"
-    # What the conversation keeps of it: the text and the call, as input items the next turn sends back.
+    # The signed thinking is the reasoning item's encrypted_content; the answer's call id carries it as chat does.
+    assert reasoning["encrypted_content"] == split_payload(parsed.answer.tool_calls[0].id)[1] != ""
+    assert split_payload(parsed.answer.tool_calls[0].id)[0] == "toolu_1"
+    # What the conversation keeps of it: the signed thinking, the text and the call, as input items the next turn
+    # sends back.
     assert answer_items(parsed.answer) == [
+        {"type": "reasoning", "summary": [], "encrypted_content": reasoning["encrypted_content"]},
         {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Checking."}]},
         {"type": "function_call", "call_id": "toolu_1", "name": "get_weather", "arguments": '{"city": "Oslo"}'}]
     # The openai SDK reads it.
@@ -398,7 +403,7 @@ def test_a_chat_stream_becomes_responses_events_the_sdk_accumulates(kind: str) -
     assert last["usage"]["input_tokens"] == usage.input_tokens
     assert last["usage"]["output_tokens"] == usage.output_tokens
     calls = [(i["call_id"], i["name"], i["arguments"]) for i in last["output"] if i["type"] == "function_call"]
-    assert calls == [(c.id, c.name, c.arguments) for c in answer.tool_calls]
+    assert calls == [(split_payload(c.id)[0], c.name, c.arguments) for c in answer.tool_calls]
     texts = "".join(p["text"] for i in last["output"] if i["type"] == "message" for p in i["content"])
     assert texts == answer.text
     reasoning = "".join(p["text"] for i in last["output"] if i["type"] == "reasoning" for p in i["content"])
@@ -408,7 +413,7 @@ def test_a_chat_stream_becomes_responses_events_the_sdk_accumulates(kind: str) -
         assert final.model == "pub"
         assert final.output_text == answer.text
         assert [(o.call_id, o.name) for o in final.output if o.type == "function_call"] == [
-            (c.id, c.name) for c in answer.tool_calls]
+            (split_payload(c.id)[0], c.name) for c in answer.tool_calls]
 
 
 def test_a_long_run_of_text_deltas_is_translated_whole() -> None:

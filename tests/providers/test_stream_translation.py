@@ -11,6 +11,7 @@ import pytest
 from routing.core.answer import Usage
 from routing.providers import get_adapter
 from routing.providers.gemini_ids import signature_from_id
+from routing.providers.thinking_ids import ThinkingBlock, id_with_thinking
 from tests.providers.support import (
     ANTHROPIC_STREAM,
     GEMINI_SIGNATURE,
@@ -24,7 +25,8 @@ from tests.providers.support import (
 )
 
 CREATED = 1700000001
-_RANDOM_ID = re.compile(r"call_[0-9a-f]{24}(_ts_[A-Za-z0-9_-]+)?|chatcmpl-[0-9a-f]{32}|msg_[0-9a-f]{32}")
+SIGNED_THINKING = ThinkingBlock("thinking", "Let me think", "EqQBCgIYAh")
+_RANDOM_ID = re.compile(r"(call|toolu)_[0-9a-f]{24}(_ts_[A-Za-z0-9_-]+)?|chatcmpl-[0-9a-f]{32}|msg_[0-9a-f]{32}")
 
 
 def run(kind: str, inbound: str, data: bytes, wants_usage: bool = True) -> tuple[Any, list[list[bytes]]]:
@@ -56,7 +58,8 @@ def test_anthropic_stream_to_an_openai_client() -> None:
         {"reasoning_content": "Let me think"},
         {"content": "Checking "},
         {"content": "both."},
-        {"tool_calls": [{"index": 0, "id": "toolu_01A", "type": "function",
+        # The signed thinking block rides in the id of the call it preceded; the next call's id is plain.
+        {"tool_calls": [{"index": 0, "id": id_with_thinking("toolu_01A", [SIGNED_THINKING]), "type": "function",
                          "function": {"name": "get_weather", "arguments": ""}}]},
         {"tool_calls": [{"index": 0, "function": {"arguments": ""}}]},
         {"tool_calls": [{"index": 0, "function": {"arguments": '{"city": "Pa'}}]},
@@ -98,8 +101,8 @@ def test_openai_tool_stream_to_an_anthropic_client() -> None:
     assert (start["id"], start["model"], start["role"], start["content"]) == ("msg_abc", "pub", "assistant", [])
     blocks = [p["content_block"] for n, p in events if n == "content_block_start"]
     assert blocks == [
-        {"type": "tool_use", "id": "call_A", "name": "get_weather", "input": {}},
-        {"type": "tool_use", "id": "call_B", "name": "get_time", "input": {}},
+        {"type": "tool_use", "id": "toolu_A", "name": "get_weather", "input": {}},
+        {"type": "tool_use", "id": "toolu_B", "name": "get_time", "input": {}},
     ]
     assert [p["index"] for n, p in events if n.startswith("content_block")] == [0, 0, 0, 0, 1, 1, 1]
     json_parts = [p["delta"]["partial_json"] for n, p in events if n == "content_block_delta"]

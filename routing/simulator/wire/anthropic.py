@@ -4,12 +4,13 @@ Requires a key (``x-api-key``, or ``Authorization: Bearer`` as newer SDKs send i
 Streams use Anthropic's named events (``message_start``, ``content_block_start``, ``ping``,
 ``content_block_delta``, ``content_block_stop``, ``message_delta``, ``message_stop``; ``error`` when failing
 mid-stream). Usage follows Anthropic's arithmetic: ``input_tokens``
-excludes the tokens read from or written to the prompt cache, which are reported apart.
+excludes the tokens read from or written to the prompt cache, which are reported apart. The conversation
+rules Anthropic enforces (tool_use answered by tool_result, ids, signed thinking opening a final tool turn while
+thinking is on) are checked by anthropic_rules; thinking blocks carry a signature it can verify.
 """
 
 from __future__ import annotations
 
-import base64
 import json
 import secrets
 from collections.abc import Mapping, Sequence
@@ -17,6 +18,7 @@ from typing import Any
 
 from routing.simulator.compose import FINISH_LENGTH, FINISH_STOP_SEQUENCE, FINISH_TOOL_CALLS, Reply, split_text
 from routing.simulator.prompt import Prompt, TextTally, ToolSpec, fingerprint, positive_int, string_list
+from routing.simulator.wire.anthropic_rules import REDACTED_TRIGGER, check_conversation, redacted_data, sign_thinking
 from routing.simulator.wire.base import (
     CONTEXT_OVERFLOW,
     INVALID_JSON,
@@ -120,6 +122,7 @@ class AnthropicWire(WireFormat):
                 raise RequestError(
                     "`max_tokens` must be greater than `thinking.budget_tokens`.", "thinking.budget_tokens"
                 )
+        check_conversation(messages, thinking_on=thinking_on)
         return Prompt(
             model=model,
             last_user_text=last_text,
@@ -146,8 +149,11 @@ class AnthropicWire(WireFormat):
 
     def render_json(self, ctx: RenderContext, prompt: Prompt, reply: Reply) -> bytes:
         content: list[dict[str, Any]] = []
+        if reply.reasoning_text and REDACTED_TRIGGER in prompt.last_user_text:
+            content.append({"type": "redacted_thinking", "data": redacted_data(ctx.token)})
         if reply.reasoning_text:
-            content.append({"type": "thinking", "thinking": reply.reasoning_text, "signature": _signature(ctx)})
+            content.append({"type": "thinking", "thinking": reply.reasoning_text,
+                            "signature": sign_thinking(ctx.token, reply.reasoning_text)})
         if reply.text:
             content.append({"type": "text", "text": reply.text})
         if reply.tool_call is not None:
@@ -171,9 +177,11 @@ class AnthropicWire(WireFormat):
     def render_stream(self, ctx: RenderContext, prompt: Prompt, reply: Reply) -> StreamBody:
         # Each block: its start, and its pieces as (delta type, field, text) spliced into precomputed bytes.
         blocks: list[tuple[dict[str, Any], list[tuple[bytes, bytes, str]]]] = []
+        if reply.reasoning_text and REDACTED_TRIGGER in prompt.last_user_text:
+            blocks.append(({"type": "redacted_thinking", "data": redacted_data(ctx.token)}, []))
         if reply.reasoning_text:
             deltas = [(b"thinking_delta", b"thinking", p) for p in split_text(reply.reasoning_text, ctx.chunks)]
-            deltas.append((b"signature_delta", b"signature", _signature(ctx)))
+            deltas.append((b"signature_delta", b"signature", sign_thinking(ctx.token, reply.reasoning_text)))
             blocks.append(({"type": "thinking", "thinking": "", "signature": ""}, deltas))
         if reply.text:
             deltas = [(b"text_delta", b"text", p) for p in split_text(reply.text, ctx.chunks)]
@@ -390,6 +398,3 @@ def _parsed_arguments(arguments: str) -> Any:
         return {}
     return value
 
-
-def _signature(ctx: RenderContext) -> str:
-    return base64.b64encode(bytes.fromhex(ctx.token) * 4).decode("ascii")
