@@ -14,6 +14,7 @@ from typing import Any
 
 from routing.core.table import ModelSpec
 from routing.providers.errors import CapabilityError, RequestShapeError
+from routing.providers.ids import openai_upstream_tool_id
 from routing.providers.media import data_url
 from routing.providers.reasoning import EFFORT_FROM_ANTHROPIC, effort_for_budget
 from routing.providers.shape import as_dict, as_int, as_list, as_str, refuse_unknown_keys
@@ -178,7 +179,8 @@ def _document_parts(block: dict[str, Any], path: str) -> list[dict[str, Any]]:
 
 
 def _tool_result(block: dict[str, Any], path: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    tool_call_id = as_str(block.get("tool_use_id"), f"{path}.tool_use_id")
+    # The ids an OpenAI-format upstream issued come back as toolu_ ids (routing.providers.ids).
+    tool_call_id = openai_upstream_tool_id(as_str(block.get("tool_use_id"), f"{path}.tool_use_id"))
     content = block.get("content")
     texts: list[str] = []
     attachments: list[dict[str, Any]] = []
@@ -207,7 +209,7 @@ def _assistant_message(blocks: list[dict[str, Any]], path: str) -> dict[str, Any
         elif kind == "tool_use":
             tool_calls.append(
                 {
-                    "id": as_str(block.get("id"), f"{block_path}.id"),
+                    "id": openai_upstream_tool_id(as_str(block.get("id"), f"{block_path}.id")),
                     "type": "function",
                     "function": {
                         "name": as_str(block.get("name"), f"{block_path}.name"),

@@ -8,7 +8,7 @@ from typing import Any
 from routing.core.answer import FINISH_CONTENT_FILTER, Answer, ToolCall
 from routing.providers.errors import MalformedResponse
 from routing.providers.finish_reasons import anthropic_stop_reason, finish_from_openai
-from routing.providers.ids import anthropic_message_id
+from routing.providers.ids import anthropic_message_id, anthropic_tool_id
 from routing.providers.shape import list_or_empty, object_or_empty
 from routing.providers.usage import anthropic_usage, usage_from_openai
 
@@ -94,7 +94,7 @@ def openai_to_anthropic_message(body: Any, *, public_model: str) -> dict[str, An
             raise MalformedResponse(f"tool call '{call.name}' has arguments that are not JSON") from exc
         if not isinstance(arguments, dict):
             raise MalformedResponse(f"tool call '{call.name}' has arguments that are not a JSON object")
-        content.append({"type": "tool_use", "id": call.id, "name": call.name, "input": arguments})
+        content.append({"type": "tool_use", "id": anthropic_tool_id(call.id), "name": call.name, "input": arguments})
     finish = FINISH_CONTENT_FILTER if refusal else finish_from_openai(choice.get("finish_reason"))
     return {
         "id": anthropic_message_id(body.get("id")),

@@ -14,7 +14,7 @@ from routing.core.answer import Usage
 from routing.providers.errors import Inbound, MalformedResponse
 from routing.providers.finish_reasons import anthropic_stop_reason, finish_from_openai
 from routing.providers.gemini_ids import new_tool_call_id
-from routing.providers.ids import anthropic_message_id
+from routing.providers.ids import anthropic_message_id, anthropic_tool_id
 from routing.providers.openai_response import reasoning_text
 from routing.providers.shape import int_or, list_or_empty, object_or_empty
 from routing.providers.sse import DONE_FRAME, compact_json, data_frame, event_frame
@@ -193,7 +193,7 @@ class AnthropicEventEncoder:
         if index not in self._block_of_call:
             block: dict[str, Any] = {
                 "type": "tool_use",
-                "id": call.get("id") or new_tool_call_id(),
+                "id": anthropic_tool_id(call.get("id") or new_tool_call_id()),  # toolu_, as its client expects
                 "name": function.get("name") or "",
                 "input": {},
             }

@@ -367,7 +367,7 @@ def test_a_tool_stream_reaches_an_anthropic_client_as_a_tool_use_block() -> None
     assert names[-1] == "message_stop"
     start = next(data for name, data in events if name == "content_block_start")
     assert start["content_block"]["name"] == "get_weather"
-    assert start["content_block"]["id"] == "tu_A"
+    assert start["content_block"]["id"] == "toolu_gm-dHVfQQ"  # Bedrock's id, whole, in an Anthropic client's shape
     partial = "".join(data["delta"]["partial_json"] for name, data in events
                       if name == "content_block_delta" and data["delta"]["type"] == "input_json_delta")
     assert json.loads(partial) == {"city": "Paris"}

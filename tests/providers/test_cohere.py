@@ -115,9 +115,9 @@ def test_an_anthropic_body_is_translated_through_the_openai_form() -> None:
     }, inbound="anthropic")
 
     assert payload["messages"][0] == {"role": "system", "content": "Be brief."}
-    assert payload["messages"][2]["tool_calls"][0]["id"] == "toolu_1"
+    assert payload["messages"][2]["tool_calls"][0]["id"] == "call_1"  # toolu_1 back in the OpenAI shape
     assert json.loads(payload["messages"][2]["tool_calls"][0]["function"]["arguments"]) == {"city": "Oslo"}
-    assert payload["messages"][3] == {"role": "tool", "tool_call_id": "toolu_1", "content": "rain"}
+    assert payload["messages"][3] == {"role": "tool", "tool_call_id": "call_1", "content": "rain"}
     assert payload["max_tokens"] == 64
     assert payload["k"] == 5
     assert payload["stop_sequences"] == ["##"]
@@ -327,7 +327,7 @@ def test_a_tool_stream_reaches_an_anthropic_client_as_content_blocks() -> None:
     assert names[-1] == "message_stop"
     starts = [payload["content_block"] for name, payload in events if name == "content_block_start"]
     assert [block["type"] for block in starts] == ["text", "tool_use", "tool_use"]
-    assert starts[1]["id"] == "get_weather_1"
+    assert starts[1]["id"] == "toolu_gm-Z2V0X3dlYXRoZXJfMQ"  # Cohere's get_weather_1, whole, in the toolu_ shape
     delta = next(payload for name, payload in events if name == "message_delta")
     assert delta["delta"]["stop_reason"] == "tool_use"
     assert delta["usage"]["output_tokens"] == 9

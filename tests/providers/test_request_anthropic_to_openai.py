@@ -70,10 +70,10 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
         {"messages": [
             {"role": "user", "content": "hi"},
             {"role": "assistant", "content": "Checking.", "tool_calls": [
-                {"id": "toolu_A", "type": "function", "function": {"name": "w", "arguments": '{"city": "Oslo"}'}},
-                {"id": "toolu_B", "type": "function", "function": {"name": "t", "arguments": "{}"}}]},
-            {"role": "tool", "tool_call_id": "toolu_A", "content": "3 C"},
-            {"role": "tool", "tool_call_id": "toolu_B", "content": "Error: clock broken"},
+                {"id": "call_A", "type": "function", "function": {"name": "w", "arguments": '{"city": "Oslo"}'}},
+                {"id": "call_B", "type": "function", "function": {"name": "t", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "call_A", "content": "3 C"},
+            {"role": "tool", "tool_call_id": "call_B", "content": "Error: clock broken"},
             {"role": "user", "content": "and?"},
         ], "max_tokens": 100},
     ),
@@ -87,10 +87,10 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
         ]},
         {"messages": [
             {"role": "assistant", "content": None, "tool_calls": [
-                {"id": "toolu_A", "type": "function", "function": {"name": "shot", "arguments": "{}"}}]},
-            {"role": "tool", "tool_call_id": "toolu_A", "content": "done"},
+                {"id": "call_A", "type": "function", "function": {"name": "shot", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "call_A", "content": "done"},
             {"role": "user", "content": [
-                {"type": "text", "text": "[attachments returned by tool call toolu_A]"},
+                {"type": "text", "text": "[attachments returned by tool call call_A]"},
                 {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVB"}}]},
         ], "max_tokens": 100},
     ),

@@ -13,6 +13,7 @@ import openai
 import pytest
 
 from routing.providers import get_adapter
+from routing.providers.ids import anthropic_tool_id
 from tests.providers.support import (
     ANTHROPIC_STREAM,
     GEMINI_STREAM,
@@ -96,7 +97,10 @@ def test_the_anthropic_sdk_accumulates_the_stream_from_every_provider(kind: str)
     thinking = "".join(b.thinking for b in message.content if b.type == "thinking")
     tools = [(b.id, b.name, b.input) for b in message.content if b.type == "tool_use"]
     assert (texts, thinking) == (answer.text, answer.reasoning_text)
-    assert tools == [(c.id, c.name, json.loads(c.arguments)) for c in answer.tool_calls]
+    # The client's ids are in its own shape (toolu_), mapping back to the provider's (routing.providers.ids);
+    # Anthropic's own pass through.
+    shaped = (lambda i: i) if kind == "anthropic" else anthropic_tool_id
+    assert tools == [(shaped(c.id), c.name, json.loads(c.arguments)) for c in answer.tool_calls]
     assert message.stop_reason == {"tool_calls": "tool_use", "length": "max_tokens"}[answer.finish_reason]
     total_input = (message.usage.input_tokens + (message.usage.cache_read_input_tokens or 0)
                    + (message.usage.cache_creation_input_tokens or 0))
