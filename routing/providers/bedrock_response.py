@@ -29,6 +29,7 @@ from routing.providers.ids import openai_response_id
 from routing.providers.openai_response import answer_from_openai
 from routing.providers.openai_to_bedrock import JSON_TOOL
 from routing.providers.shape import list_or_empty, object_or_empty
+from routing.providers.thinking_ids import REDACTED, THINKING, ThinkingBlock, id_with_thinking
 from routing.providers.usage import openai_usage
 
 _FROM_BEDROCK = {
@@ -90,6 +91,7 @@ def bedrock_to_openai_completion(data: Any, *, public_model: str, created: int) 
     thoughts: list[str] = []
     calls: list[dict[str, Any]] = []
     json_answer = False
+    thinking: list[ThinkingBlock] = []  # Claude's signed reasoning, for the id of the next tool call (thinking_ids)
     for block in list_or_empty(message.get("content")):
         if not isinstance(block, dict):
             continue
@@ -101,11 +103,19 @@ def bedrock_to_openai_completion(data: Any, *, public_model: str, created: int) 
                 json_answer = True
                 texts.append(tool_call_of(use)["function"]["arguments"])
             else:
-                calls.append(tool_call_of(use))
+                call = tool_call_of(use)
+                call["id"], thinking = id_with_thinking(call["id"], thinking), []
+                calls.append(call)
         elif isinstance(block.get("reasoningContent"), dict):
-            reasoning = object_or_empty(block["reasoningContent"].get("reasoningText"))
+            content = block["reasoningContent"]
+            reasoning = object_or_empty(content.get("reasoningText"))
             if isinstance(reasoning.get("text"), str):
                 thoughts.append(reasoning["text"])
+                signature = reasoning.get("signature")
+                thinking.append(ThinkingBlock(THINKING, reasoning["text"], signature if isinstance(signature, str)
+                                              else ""))
+            elif isinstance(content.get("redactedContent"), str):
+                thinking.append(ThinkingBlock(REDACTED, content["redactedContent"]))
     text = "".join(texts)
     finish = finish_from_bedrock(data.get("stopReason"), json_answer=json_answer and not calls)
     out_message: dict[str, Any] = {"role": "assistant", "content": text if text or not calls else None}

@@ -20,7 +20,9 @@ base64 ``bytes``, ``toolUse``, ``toolResult``, ``reasoningContent``), the system
   ``json_object`` adds an instruction to the system prompt, as for Anthropic; validation checks the JSON.
 - Anthropic models on Bedrock (model id ``anthropic.*`` or a regional ``us.anthropic.*`` profile) also take
   ``top_k`` and ``reasoning_effort`` (a thinking budget) in ``additionalModelRequestFields``; other models
-  refuse both.
+  refuse both. With thinking on, Claude's signed reasoning carried in the tool call ids (thinking_ids) is rebuilt
+  as ``reasoningContent`` blocks in front of its ``toolUse``; a final tool turn without it is sent with thinking
+  off (thinking_turns), and every tool id is sent as the upstream id it came from.
 - Refused (no equivalent): ``n`` > 1, ``logit_bias``, ``logprobs``, ``top_logprobs``, ``seed``, non-zero
   ``presence_penalty`` / ``frequency_penalty``, audio output. Dropped hints: shape.OPENAI_IGNORABLE_HINTS.
 """
@@ -50,6 +52,8 @@ from routing.providers.shape import (
     refuse_unknown_keys,
     text_of,
 )
+from routing.providers.thinking_ids import base_id, split_id
+from routing.providers.thinking_turns import thinking_requested, thinking_turned_off
 
 _TARGET = "Bedrock Converse"
 # The forced tool that carries a JSON-schema answer; a client tool may not take its name.
@@ -87,8 +91,9 @@ def openai_to_bedrock(body: Mapping[str, Any], *, model: ModelSpec) -> dict[str,
     if n is not None and as_int(n, "n") != 1:
         raise CapabilityError("n", "Bedrock returns one answer per request: n must be 1", "n")
     anthropic = is_anthropic_model(model.upstream)
+    thinking_on = anthropic and thinking_requested(body) and not thinking_turned_off(body)
 
-    system, messages, used_tools = _conversation(as_list(body.get("messages"), "messages"))
+    system, messages, used_tools = _conversation(as_list(body.get("messages"), "messages"), keep_thinking=thinking_on)
     out: dict[str, Any] = {"messages": messages}
     inference: dict[str, Any] = {}
     for key in ("max_completion_tokens", "max_tokens"):
@@ -115,7 +120,10 @@ def openai_to_bedrock(body: Mapping[str, Any], *, model: ModelSpec) -> dict[str,
     tool_config = _response_format(body.get("response_format"), tools, system, tool_config)
     if tool_config is not None:
         out["toolConfig"] = tool_config
-    _thinking(body.get("reasoning_effort"), anthropic, inference, extra, tool_config, model)
+    if not anthropic or thinking_on or not thinking_requested(body):
+        _thinking(body.get("reasoning_effort"), anthropic, inference, extra, tool_config, model)
+    elif budget_for_effort(as_str(body["reasoning_effort"], "reasoning_effort")) is None:
+        raise RequestShapeError(f"unknown reasoning_effort '{body['reasoning_effort']}'", "reasoning_effort")
     if system:
         out["system"] = [{"text": text} for text in system]
     if inference:
@@ -125,8 +133,9 @@ def openai_to_bedrock(body: Mapping[str, Any], *, model: ModelSpec) -> dict[str,
     return out
 
 
-def _conversation(messages: list[Any]) -> tuple[list[str], list[dict[str, Any]], set[str]]:
-    """(system texts, alternating turns, names of the tools the history calls)."""
+def _conversation(messages: list[Any], *, keep_thinking: bool) -> tuple[list[str], list[dict[str, Any]], set[str]]:
+    """(system texts, alternating turns, names of the tools the history calls); Claude's reasoning blocks are
+    rebuilt when ``keep_thinking``."""
     system: list[str] = []
     turns: list[dict[str, Any]] = []
     used_tools: set[str] = set()
@@ -142,10 +151,10 @@ def _conversation(messages: list[Any]) -> tuple[list[str], list[dict[str, Any]],
         elif role == "user":
             _append(turns, "user", _user_blocks(message.get("content"), f"{path}.content", document_names))
         elif role == "assistant":
-            _append(turns, "assistant", _assistant_blocks(message, path, used_tools))
+            _append(turns, "assistant", _assistant_blocks(message, path, used_tools, keep_thinking=keep_thinking))
         elif role == "tool":
             _append(turns, "user", [{"toolResult": {
-                "toolUseId": as_str(message.get("tool_call_id"), f"{path}.tool_call_id"),
+                "toolUseId": base_id(as_str(message.get("tool_call_id"), f"{path}.tool_call_id")),
                 # No "status": Converse takes it from Anthropic's models only, and "success" is the default.
                 "content": [{"text": text_of(message.get("content"), f"{path}.content")}],
             }}])
@@ -222,7 +231,8 @@ def _document(file: dict[str, Any], path: str, names: set[str]) -> dict[str, Any
     return {"document": {"format": document_format, "name": name, "source": {"bytes": inline.data}}}
 
 
-def _assistant_blocks(message: dict[str, Any], path: str, used_tools: set[str]) -> list[dict[str, Any]]:
+def _assistant_blocks(message: dict[str, Any], path: str, used_tools: set[str], *,
+                      keep_thinking: bool) -> list[dict[str, Any]]:
     text = "".join(assistant_texts(message, path))
     blocks: list[dict[str, Any]] = [{"text": text}] if text else []  # Converse refuses a blank text block
     for k, call in enumerate(as_list(message.get("tool_calls") or [], f"{path}.tool_calls")):
@@ -241,8 +251,15 @@ def _assistant_blocks(message: dict[str, Any], path: str, used_tools: set[str]) 
         if not isinstance(tool_input, dict):
             raise RequestShapeError("tool call arguments must be a JSON object", f"{call_path}.function.arguments")
         used_tools.add(name)
-        blocks.append({"toolUse": {"toolUseId": as_str(call.get("id"), f"{call_path}.id"), "name": name,
-                                   "input": tool_input}})
+        call_id, thinking = split_id(as_str(call.get("id"), f"{call_path}.id"))
+        if keep_thinking and thinking:
+            # The first call's reasoning opened the turn (before its text); a later call's came right before it.
+            rebuilt = [block.as_bedrock() for block in thinking]
+            if k == 0:
+                blocks[:0] = rebuilt
+            else:
+                blocks.extend(rebuilt)
+        blocks.append({"toolUse": {"toolUseId": call_id, "name": name, "input": tool_input}})
     return blocks
 
 

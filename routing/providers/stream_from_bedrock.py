@@ -6,7 +6,8 @@ payload named by its ``:event-type``::
     messageStart          {role}
     contentBlockStart     {contentBlockIndex, start: {toolUse: {toolUseId, name}}}   (tool calls only)
     contentBlockDelta     {contentBlockIndex, delta: {text} | {toolUse: {input: "<JSON fragment>"}}
-                                                     | {reasoningContent: {text} | {signature}}}
+                                                     | {reasoningContent: {text} | {signature}
+                                                                          | {redactedContent}}}
     contentBlockStop      {contentBlockIndex}
     messageStop           {stopReason}: the answer is complete
     metadata              {usage, metrics}: the last event, the end marker
@@ -28,6 +29,7 @@ from routing.providers.openai_to_bedrock import JSON_TOOL
 from routing.providers.shape import int_or, object_or_empty
 from routing.providers.sse import SSEEvent
 from routing.providers.stream_decoding import ChunkDecoder, StreamFailure, load_event_json
+from routing.providers.thinking_ids import REDACTED, THINKING, ThinkingBlock, id_with_thinking
 from routing.providers.usage import openai_usage
 
 # The in-stream exceptions, as the error types the gateway's stream handling reads ("overload" retries as such).
@@ -46,6 +48,9 @@ class BedrockEventDecoder(ChunkDecoder):
         self._stopped = False  # messageStop arrived: the answer is whole (metadata with the usage follows)
         self._tool_of_block: dict[int, int] = {}  # contentBlockIndex -> the OpenAI tool call index
         self._json_blocks: set[int] = set()  # blocks of the forced JSON tool: their input is the answer's text
+        # Claude's reasoning blocks since the last tool call, by block index: [text parts, signature parts] or the
+        # redacted data; the next tool call's id carries them (thinking_ids).
+        self._reasoning: dict[int, list[list[str]] | str] = {}
 
     @property
     def complete(self) -> bool:
@@ -89,7 +94,8 @@ class BedrockEventDecoder(ChunkDecoder):
             return []
         position = len(self._tool_of_block)
         self._tool_of_block[block] = position
-        call = {"index": position, "id": str(use.get("toolUseId") or ""), "type": "function",
+        call_id = id_with_thinking(str(use.get("toolUseId") or ""), self._thinking_blocks())
+        call = {"index": position, "id": call_id, "type": "function",
                 "function": {"name": str(use.get("name") or ""), "arguments": ""}}
         return [self.chunk({"tool_calls": [call]})]
 
@@ -111,9 +117,32 @@ class BedrockEventDecoder(ChunkDecoder):
                 return []
             return [self.chunk({"tool_calls": [{"index": position, "function": {"arguments": fragment}}]})]
         reasoning = object_or_empty(delta.get("reasoningContent"))
-        if isinstance(reasoning.get("text"), str) and reasoning["text"]:
-            return [self.chunk({"reasoning_content": reasoning["text"]})]
-        return []  # a reasoning signature, or delta kinds added later
+        if reasoning:
+            return self._reasoning_delta(int_or(data.get("contentBlockIndex"), -1), reasoning)
+        return []  # delta kinds added later
+
+    def _reasoning_delta(self, block: int, reasoning: dict[str, Any]) -> list[dict[str, Any]]:
+        if isinstance(reasoning.get("redactedContent"), str):
+            self._reasoning[block] = reasoning["redactedContent"]
+            return []
+        parts = self._reasoning.setdefault(block, [[], []])
+        if isinstance(parts, str):
+            return []
+        if isinstance(reasoning.get("signature"), str):
+            parts[1].append(reasoning["signature"])
+        text = reasoning.get("text")
+        if isinstance(text, str) and text:
+            parts[0].append(text)
+            return [self.chunk({"reasoning_content": text})]
+        return []
+
+    def _thinking_blocks(self) -> list[ThinkingBlock]:
+        """The reasoning blocks read since the last tool call, in order (and forgotten)."""
+        blocks = [ThinkingBlock(REDACTED, parts) if isinstance(parts, str)
+                  else ThinkingBlock(THINKING, "".join(parts[0]), "".join(parts[1]))
+                  for _, parts in sorted(self._reasoning.items())]
+        self._reasoning = {}
+        return blocks
 
     def final_chunks(self) -> list[dict[str, Any]]:
         return [self.usage_chunk(openai_usage(self._usage))] if self._usage is not None else []

@@ -17,6 +17,7 @@ from routing.providers import CapabilityError, MalformedResponse, RequestShapeEr
 from routing.providers.aws_eventstream import encode_frame
 from routing.providers.embeddings import build_embeddings_request, parse_embeddings_response
 from routing.providers.openai_to_bedrock import JSON_TOOL
+from routing.providers.thinking_ids import ThinkingBlock, id_with_thinking
 from tests.providers.support import anthropic_frames, feed_split, openai_frames, split_strategies
 
 PROVIDER = ProviderSpec(name="br", kind="bedrock", base_url="https://bedrock-runtime.us-east-1.amazonaws.com",
@@ -252,7 +253,9 @@ def test_an_answer_reaches_an_openai_client_with_tool_calls_reasoning_and_cache_
     message = parsed.client_body["choices"][0]["message"]
     assert message["content"] == "Checking."
     assert message["reasoning_content"] == "thinking..."
-    assert message["tool_calls"] == [{"id": "tu_9", "type": "function",
+    # Claude's signed reasoning rides in the id of the call it preceded (thinking_ids).
+    signed = ThinkingBlock("thinking", "thinking...", "s")
+    assert message["tool_calls"] == [{"id": id_with_thinking("tu_9", [signed]), "type": "function",
                                       "function": {"name": "get_weather", "arguments": '{"city":"Oslo"}'}}]
     assert parsed.client_body["choices"][0]["finish_reason"] == "tool_calls"
     assert (parsed.usage.input_tokens, parsed.usage.cached_input_tokens, parsed.usage.output_tokens) == (120, 100, 9)

@@ -22,6 +22,7 @@ from typing import Any
 
 from routing.simulator.compose import FINISH_LENGTH, FINISH_STOP_SEQUENCE, FINISH_TOOL_CALLS, Reply, split_text
 from routing.simulator.prompt import Prompt, TextTally, ToolSpec, fingerprint, positive_int, string_list
+from routing.simulator.wire.anthropic_rules import check_conversation, sign_thinking
 from routing.simulator.wire.base import (
     CONTEXT_OVERFLOW,
     INVALID_JSON,
@@ -168,6 +169,8 @@ class BedrockWire(WireFormat):
         thinking = extra.get("thinking") if isinstance(extra, Mapping) else None
         thinking_on = isinstance(thinking, Mapping) and thinking.get("type") == "enabled"
         budget = positive_int(thinking.get("budget_tokens")) if isinstance(thinking, Mapping) else None
+        if _is_claude(model):
+            _check_claude_conversation(messages, thinking_on=thinking_on)
         last = messages[-1]
         answers_result = isinstance(last, Mapping) and any(
             isinstance(block, Mapping) and "toolResult" in block for block in last.get("content") or [])
@@ -196,8 +199,8 @@ class BedrockWire(WireFormat):
     def render_json(self, ctx: RenderContext, prompt: Prompt, reply: Reply) -> bytes:
         content: list[dict[str, Any]] = []
         if reply.reasoning_text:
-            content.append({"reasoningContent": {"reasoningText": {"text": reply.reasoning_text,
-                                                                   "signature": _signature(ctx)}}})
+            content.append({"reasoningContent": {"reasoningText": {
+                "text": reply.reasoning_text, "signature": sign_thinking(ctx.token, reply.reasoning_text)}}})
         if reply.text:
             content.append({"text": reply.text})
         if reply.tool_call is not None:
@@ -219,7 +222,7 @@ class BedrockWire(WireFormat):
                                                    "delta": {"reasoningContent": {"text": piece}}})
                       for piece in split_text(reply.reasoning_text, ctx.chunks)]
             events[-1] += _event("contentBlockDelta", {"contentBlockIndex": index, "delta": {
-                "reasoningContent": {"signature": _signature(ctx)}}})
+                "reasoningContent": {"signature": sign_thinking(ctx.token, reply.reasoning_text)}}})
             events[-1] += _event("contentBlockStop", {"contentBlockIndex": index})
             paced.extend(events)
             index += 1
@@ -412,5 +415,35 @@ def _tool_use_id(ctx: RenderContext) -> str:
     return f"tooluse_{ctx.token[:22]}"
 
 
-def _signature(ctx: RenderContext) -> str:
-    return f"sig-{ctx.token}"
+def _is_claude(model: str) -> bool:
+    """An Anthropic model id (``anthropic.claude-...``, or a regional profile ``us.anthropic...``)."""
+    head = model.rsplit("/", 1)[-1]
+    return head.startswith("anthropic.") or head.split(".", 1)[-1].startswith("anthropic.")
+
+
+def _check_claude_conversation(messages: list[Any], *, thinking_on: bool) -> None:
+    """Claude's own conversation rules (anthropic_rules), which Bedrock relays as the model's errors."""
+    shaped = [{"role": message.get("role"), "content": [_as_anthropic_block(block)
+                                                        for block in message.get("content") or []
+                                                        if isinstance(block, Mapping)]}
+              for message in messages if isinstance(message, Mapping)]
+    try:
+        check_conversation(shaped, thinking_on=thinking_on)
+    except RequestError as exc:
+        raise RequestError(f"The model returned the following errors: {exc.message}", exc.param) from None
+
+
+def _as_anthropic_block(block: Mapping[str, Any]) -> dict[str, Any]:
+    """A Converse content block as the Anthropic block Claude reads it as."""
+    if isinstance(block.get("toolUse"), Mapping):
+        return {"type": "tool_use", "id": block["toolUse"].get("toolUseId")}
+    if isinstance(block.get("toolResult"), Mapping):
+        return {"type": "tool_result", "tool_use_id": block["toolResult"].get("toolUseId")}
+    reasoning = block.get("reasoningContent")
+    if isinstance(reasoning, Mapping):
+        if "redactedContent" in reasoning:
+            return {"type": "redacted_thinking", "data": reasoning.get("redactedContent")}
+        text = reasoning.get("reasoningText")
+        text = text if isinstance(text, Mapping) else {}
+        return {"type": "thinking", "thinking": text.get("text"), "signature": text.get("signature")}
+    return {"type": "text" if "text" in block else "other"}
