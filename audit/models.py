@@ -233,3 +233,57 @@ class UndeliverableEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.request_id or '?'}: {self.error[:80]}"
+
+
+# The upper bounds (ms) of the latency histogram kept per rollup row; a last bucket holds everything slower.
+LATENCY_BOUNDS_MS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 60000)
+LATENCY_COLUMNS = tuple(f"lat_{i:02d}" for i in range(len(LATENCY_BOUNDS_MS) + 1))
+# The columns that identify one rollup row (its unique constraint, in this order).
+ROLLUP_DIMENSIONS = ("span", "bucket", "key_id", "key_name", "team", "model", "tier", "status")
+NO_KEY = -1  # the rollup's key_id of a request that presented no gateway key (a gateway running open)
+
+
+class RevisionRollup(models.Model):
+    """Requests per time bucket per key, team, model, tier and status, summed: what the dashboard reads.
+
+    Written in the transaction that inserts the revisions (audit.rollup), so a redelivered batch, whose revisions
+    are already stored, adds nothing. Each request is counted in a minute bucket (span 60, kept two days) and an
+    hour bucket (span 3600, kept as long as revisions). The latency histogram's counts give p50/p99.
+    """
+
+    span = models.PositiveIntegerField(help_text="The bucket's length in seconds: 60 or 3600.")
+    bucket = models.DateTimeField(help_text="The bucket's start (UTC).")
+    key_id = models.BigIntegerField(default=NO_KEY, help_text="The gateway key's id; -1: no key.")
+    key_name = models.CharField(max_length=200, blank=True, default="")
+    team = models.CharField(max_length=200, blank=True, default="")
+    model = models.CharField(max_length=200, blank=True, default="", help_text="The model the client asked for.")
+    tier = models.CharField(max_length=16, blank=True, default="")
+    status = models.IntegerField(default=0, help_text="The HTTP status answered; 0: none recorded.")
+    requests = models.BigIntegerField(default=0)
+    cost_usd = models.FloatField(default=0.0, help_text="What the providers billed (as the spend pages count it).")
+    input_tokens = models.BigIntegerField(default=0)
+    output_tokens = models.BigIntegerField(default=0)
+    latency_ms_sum = models.FloatField(default=0.0)
+    lat_00 = models.BigIntegerField(default=0)
+    lat_01 = models.BigIntegerField(default=0)
+    lat_02 = models.BigIntegerField(default=0)
+    lat_03 = models.BigIntegerField(default=0)
+    lat_04 = models.BigIntegerField(default=0)
+    lat_05 = models.BigIntegerField(default=0)
+    lat_06 = models.BigIntegerField(default=0)
+    lat_07 = models.BigIntegerField(default=0)
+    lat_08 = models.BigIntegerField(default=0)
+    lat_09 = models.BigIntegerField(default=0)
+    lat_10 = models.BigIntegerField(default=0)
+    lat_11 = models.BigIntegerField(default=0)
+    lat_12 = models.BigIntegerField(default=0)
+    lat_13 = models.BigIntegerField(default=0)
+    lat_14 = models.BigIntegerField(default=0)
+    lat_15 = models.BigIntegerField(default=0)
+
+    class Meta:
+        ordering = ("-bucket",)
+        constraints = [models.UniqueConstraint(fields=list(ROLLUP_DIMENSIONS), name="audit_rollup_dimensions_uniq")]
+
+    def __str__(self) -> str:
+        return f"{self.bucket:%Y-%m-%d %H:%M} +{self.span}s {self.key_name or '-'} {self.model}: {self.requests}"

@@ -27,6 +27,7 @@ from django.utils import timezone
 from audit.configdiff import diff_snapshots, scrub_snapshot
 from audit.event import prepare_event
 from audit.models import AttemptRecord, AuditRevision, ConfigRevision, UndeliverableEvent
+from audit.rollup import rollup_purge, rollup_revisions
 
 log = logging.getLogger("gomodel.audit")
 # Errors that mean "the database is unreachable or busy": retried as they are. Any other DatabaseError means it
@@ -194,8 +195,13 @@ def _attempt_rows(by_request: Mapping[str, Mapping[str, Any]], ids: Mapping[str,
 def _insert_orm(connection: BaseDatabaseWrapper, by_request: Mapping[str, Mapping[str, Any]]) -> None:
     """Django's bulk_create, then the ids of every request id in the batch read back (the SQLite demo)."""
     alias = connection.alias
-    revisions = [AuditRevision(**revision_values(event)) for event in by_request.values()]
+    stored_before = set(
+        AuditRevision.objects.using(alias).filter(request_id__in=list(by_request)).values_list("request_id", flat=True)
+    )
+    values = [revision_values(event) for event in by_request.values()]
+    revisions = [AuditRevision(**row) for row in values]
     AuditRevision.objects.using(alias).bulk_create(revisions, ignore_conflicts=True, batch_size=500)
+    rollup_revisions([row for row in values if row["request_id"] not in stored_before], using=alias)
     ids = dict(
         AuditRevision.objects.using(alias).filter(request_id__in=list(by_request)).values_list("request_id", "id")
     )
@@ -211,6 +217,7 @@ def _insert_postgresql(connection: BaseDatabaseWrapper, by_request: Mapping[str,
     """
     revisions = [revision_values(event) for event in by_request.values()]
     ids = dict(_insert_records(connection, AuditRevision, revisions, returning=("request_id", "id")))
+    rollup_revisions([row for row in revisions if row["request_id"] in ids], using=connection.alias)
     stored_before = [request_id for request_id in by_request if request_id not in ids]
     if stored_before:
         ids.update(
@@ -386,6 +393,7 @@ def revisions_purge(*, older_than: dt.datetime, batch_size: int = 5000, max_batc
         deleted += count
         batches += 1
     UndeliverableEvent.objects.filter(created_at__lt=older_than).delete()
+    rollup_purge(older_than=older_than)
     return deleted
 
 

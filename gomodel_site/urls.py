@@ -5,13 +5,17 @@ from __future__ import annotations
 from django.apps import apps
 from django.contrib import admin
 from django.urls import include, path
+from django.views.generic import RedirectView
 
 from routing.api import probes
+from routing.dashboard import dashboard_view
 
 urlpatterns = [
     path("health", probes.health, name="health"),
     path("health/ready", probes.ready, name="ready"),
+    path("", RedirectView.as_view(pattern_name="admin:index"), name="home"),  # the operator's console
     path("", include("routing.urls")),
+    path("admin/", admin.site.admin_view(dashboard_view), name="dashboard"),  # before the admin's own index
     path("admin/", admin.site.urls),
 ]
 
@@ -21,3 +25,4 @@ if apps.is_installed("audit"):  # the auditor pages
 admin.site.site_header = "GoModel gateway"
 admin.site.site_title = "GoModel gateway"
 admin.site.index_title = "Routing configuration and audit"
+admin.site.site_url = "/audit/"  # the header's "View site": the auditor pages
