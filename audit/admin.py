@@ -2,8 +2,9 @@
 
 Audit rows are evidence: nobody adds, changes or deletes them in the admin, superusers included (retention
 is the only deletion path: ``audit.tasks.purge_old_revisions`` / ``manage.py purge_audit``). Auditors (view
-permission) browse them here and on the richer auditor pages (/audit/). The change lists never run
-``COUNT(*)`` over the table: the paginator uses PostgreSQL's row estimate.
+permission) browse them here and on the richer auditor pages (/audit/). The change lists run ``COUNT(*)`` only
+while the table is small (below EXACT_COUNT_BELOW rows by the planner's estimate); past that the paginator uses
+PostgreSQL's row estimate. Money is printed rounded (audit.money), latencies in whole tenths of a millisecond.
 """
 
 from __future__ import annotations
@@ -19,17 +20,20 @@ from django.urls import reverse
 from django.utils.functional import cached_property
 from django.utils.html import format_html
 
-from audit.models import AttemptRecord, AuditRevision, ConfigRevision, UndeliverableEvent
+from audit.models import AttemptRecord, AuditRevision, ConfigRevision, RevisionRollup, UndeliverableEvent
+from audit.money import usd
 
-ESTIMATE_FLOOR = 1000
+# Below this many rows (by the estimate) a list counts its rows exactly: COUNT(*) of a small table is cheap, and an
+# estimate there is visibly wrong ("1000 audit revisions" and 20 page links for 49 rows).
+EXACT_COUNT_BELOW = 20_000
 
 
 class EstimatedCountPaginator(Paginator):
-    """A paginator whose count is the planner's row estimate, never COUNT(*).
+    """A paginator that counts exactly while the table is small and uses the planner's row estimate past that.
 
     On PostgreSQL the estimate comes from ``pg_class.reltuples`` (kept fresh by autovacuum); elsewhere, or
-    before the first ANALYZE, the highest id stands in. Either may overshoot a filtered list: a page past
-    the end is simply empty.
+    before the first ANALYZE, the highest id stands in. On a large table it may overshoot a filtered list: a
+    page past the end is simply empty.
     """
 
     @cached_property
@@ -38,7 +42,9 @@ class EstimatedCountPaginator(Paginator):
         if not isinstance(qs, QuerySet):
             return len(qs)
         estimate = _table_estimate(qs)
-        return max(estimate, ESTIMATE_FLOOR)
+        if estimate < EXACT_COUNT_BELOW:
+            return int(qs.count())
+        return estimate
 
 
 def _table_estimate(qs: QuerySet[Any]) -> int:
@@ -69,11 +75,19 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return False
 
 
+def _cost(obj: AuditRevision | AttemptRecord) -> str:
+    return usd(obj.cost_usd)
+
+
+def _latency(obj: AuditRevision | AttemptRecord) -> str:
+    return f"{obj.latency_ms:,.1f} ms"
+
+
 class AttemptInline(admin.TabularInline):
     model = AttemptRecord
     extra = 0
     can_delete = False
-    fields = ("seq", "target", "status", "error_class", "reason", "action", "validation", "latency_ms", "cost_usd")
+    fields = ("seq", "target", "status", "error_class", "reason", "action", "validation", "latency", "cost")
     readonly_fields = fields
     ordering = ("seq",)
 
@@ -83,17 +97,42 @@ class AttemptInline(admin.TabularInline):
     def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
+    @admin.display(description="latency", ordering="latency_ms")
+    def latency(self, obj: AttemptRecord) -> str:
+        return _latency(obj)
+
+    @admin.display(description="cost", ordering="cost_usd")
+    def cost(self, obj: AttemptRecord) -> str:
+        return _cost(obj)
+
+
+class MoneyColumns:
+    """The cost and latency columns of a list, rounded."""
+
+    @admin.display(description="latency", ordering="latency_ms")
+    def latency(self, obj: AuditRevision | AttemptRecord) -> str:
+        return _latency(obj)
+
+    @admin.display(description="cost", ordering="cost_usd")
+    def cost(self, obj: AuditRevision | AttemptRecord) -> str:
+        return _cost(obj)
+
 
 @admin.register(AuditRevision)
-class AuditRevisionAdmin(ReadOnlyAdmin):
+class AuditRevisionAdmin(MoneyColumns, ReadOnlyAdmin):
     list_display = (
         "created_at", "request_id", "key_name", "team", "requested_model", "tier", "target", "status", "error_class",
-        "latency_ms", "cost_usd", "auditor_page",
+        "latency", "cost", "auditor_page",
     )
     search_fields = ("=request_id", "=operation_id", "=session_hash")
     ordering = ("-created_at", "-id")
     inlines = (AttemptInline,)
-    exclude = ("prompt_text", "output_text")
+    exclude = ("prompt_text", "output_text", "cost_usd", "billed_cost_usd")
+    readonly_fields = ("cost", "billed_cost")
+
+    @admin.display(description="billed cost")
+    def billed_cost(self, obj: AuditRevision) -> str:
+        return usd(obj.billed_cost_usd)
 
     @admin.display(description="explained")
     def auditor_page(self, obj: AuditRevision) -> str:
@@ -101,8 +140,8 @@ class AuditRevisionAdmin(ReadOnlyAdmin):
 
 
 @admin.register(AttemptRecord)
-class AttemptRecordAdmin(ReadOnlyAdmin):
-    list_display = ("revision", "seq", "target", "status", "error_class", "action", "latency_ms", "cost_usd")
+class AttemptRecordAdmin(MoneyColumns, ReadOnlyAdmin):
+    list_display = ("revision", "seq", "target", "status", "error_class", "action", "latency", "cost")
     list_select_related = ("revision",)
     search_fields = ("=attempt_id", "=revision__request_id")
     ordering = ("-id",)
@@ -118,3 +157,10 @@ class ConfigRevisionAdmin(ReadOnlyAdmin):
 class UndeliverableEventAdmin(ReadOnlyAdmin):
     list_display = ("created_at", "request_id", "error")
     ordering = ("-created_at",)
+
+
+@admin.register(RevisionRollup)
+class RevisionRollupAdmin(MoneyColumns, ReadOnlyAdmin):
+    list_display = ("bucket", "span", "key_name", "team", "model", "tier", "status", "requests", "cost")
+    list_filter = ("span",)
+    ordering = ("-bucket",)

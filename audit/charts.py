@@ -31,7 +31,7 @@ class Series:
         return self.css or f"series-{position}"
 
 
-def _nice_max(value: float) -> float:
+def nice_max(value: float) -> float:
     """The smallest of 1, 2, 2.5, 5 times a power of ten that is at least ``value``."""
     if value <= 0:
         return 1.0
@@ -92,13 +92,15 @@ def stacked_bars(
     marker_label: str = "",
     fmt: Callable[[float], str] = lambda v: f"{v:g}",
     legend: bool = True,
+    y_max: float | None = None,
 ) -> SafeString:
     """Bars per label, each stacking the series' values; an optional vertical marker before slot ``marker_at``.
 
     ``legend=False`` leaves the legend to the page (many series with long names do not fit in one line).
+    ``y_max`` fixes the axis' top (``bar_top`` gives the one it would pick), for a formatter made for it.
     """
     totals = [sum(s.values[i] or 0 for s in series) for i in range(len(labels))]
-    y_max = _nice_max(max(totals, default=0))
+    y_max = y_max if y_max is not None else nice_max(max(totals, default=0))
     plot_w = WIDTH - PAD_LEFT - PAD_RIGHT
     plot_h = HEIGHT - PAD_TOP - PAD_BOTTOM
     slot = plot_w / max(1, len(labels))
@@ -125,6 +127,17 @@ def stacked_bars(
     return _frame(title, body)
 
 
+def bar_top(series: Sequence[Series]) -> float:
+    """The axis top ``stacked_bars`` picks for ``series``: the nice value above the tallest stack."""
+    length = max((len(s.values) for s in series), default=0)
+    return nice_max(max((sum(s.values[i] or 0 for s in series if i < len(s.values)) for i in range(length)), default=0))
+
+
+def line_top(series: Sequence[Series]) -> float:
+    """The axis top ``lines`` picks for ``series``."""
+    return nice_max(max((v for s in series for v in s.values if v is not None), default=0))
+
+
 def lines(
     title: str,
     labels: Sequence[str],
@@ -135,7 +148,7 @@ def lines(
 ) -> SafeString:
     """One polyline per series over the labels; a None value breaks the line."""
     values = [v for s in series for v in s.values if v is not None]
-    top = y_max if y_max is not None else _nice_max(max(values, default=0))
+    top = y_max if y_max is not None else nice_max(max(values, default=0))
     plot_w = WIDTH - PAD_LEFT - PAD_RIGHT
     plot_h = HEIGHT - PAD_TOP - PAD_BOTTOM
     slot = plot_w / max(1, len(labels))

@@ -23,6 +23,7 @@ from django.views.decorators.http import require_GET
 from audit import charts, decisions, exports, selectors, spend, tuning
 from audit.filters import MAX_TOP, filters_from_query, parse_instant, spend_query_from_query
 from audit.models import AuditRevision
+from audit.money import axis_usd, usd
 
 VIEW_REVISIONS = "audit.view_auditrevision"
 VIEW_CONFIG = "audit.view_configrevision"
@@ -156,7 +157,7 @@ def config_history(request: HttpRequest) -> HttpResponse:
 
 
 def _money(value: float) -> str:
-    return f"${value:,.4f}" if value < 100 else f"${value:,.0f}"
+    return usd(value)
 
 
 @auditor_view(VIEW_REVISIONS)
@@ -199,12 +200,9 @@ def tuning_page(request: HttpRequest) -> HttpResponse:
         [charts.Series("requests that fell back", [b.fallback_rate for b in buckets])],
         fmt=lambda v: f"{v:.0%}",
     )
-    cost_svg = charts.lines(
-        "Cost per accepted answer",
-        labels,
-        [charts.Series("USD per accepted answer", [b.cost_per_accepted for b in buckets])],
-        fmt=lambda v: f"${v:.4f}",
-    )
+    cost_series = [charts.Series("USD per accepted answer", [b.cost_per_accepted for b in buckets])]
+    cost_top = charts.line_top(cost_series)
+    cost_svg = charts.lines("Cost per accepted answer", labels, cost_series, fmt=axis_usd(cost_top), y_max=cost_top)
     per_token = tuning.cost_per_token(groups)
     return _page(
         request,
@@ -225,12 +223,6 @@ def tuning_page(request: HttpRequest) -> HttpResponse:
         cost_svg=cost_svg,
         has_traffic=bool(buckets),
     )
-
-
-def _axis_money(value: float) -> str:
-    if value == 0:
-        return "$0"
-    return f"${value:.2g}" if value < 1 else f"${value:,.2f}" if value < 100 else f"${value:,.0f}"  # fits the axis
 
 
 _PERIOD_LABELS = {"day": "%m-%d", "week": "%m-%d", "month": "%Y-%m"}
@@ -264,12 +256,14 @@ def spend_page(request: HttpRequest) -> HttpResponse:
     ]
     if any(p.by_slot.get(spend.OTHER) for p in periods):
         series.append(charts.Series("other", [p.by_slot.get(spend.OTHER, 0.0) for p in periods], css="spend-other"))
+    top = charts.bar_top(series)
     chart = charts.stacked_bars(
         f"Spend per {query.period} by {query.group_by}",
         [p.start.strftime(_PERIOD_LABELS[query.period]) for p in periods],
         series,
-        fmt=_axis_money,
+        fmt=axis_usd(top),
         legend=False,
+        y_max=top,
     )
     effective = {
         "period": query.period, "group": query.group_by, "key": query.key, "team": query.team, "top": query.top,

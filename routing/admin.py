@@ -294,7 +294,16 @@ class VirtualModelAdmin(VersionedAdmin):
     def live_state(self, obj: m.VirtualModel) -> str:
         from routing.gateway.live_state import render_live_state
 
-        return render_live_state(obj.source) if obj.pk else "Saved virtual models show their targets' state here."
+        if not obj.pk:
+            return "Saved virtual models show their targets' state here."
+        # The table scrolls inside its box (eleven columns do not fit beside the field labels at 1400 px).
+        return format_html(
+            '<div style="overflow-x: auto; max-width: 100%">{}</div><p class="help">The latency estimate is this '
+            "process's peak-EWMA of the target's answers: a slower answer replaces it at once, faster ones pull it "
+            "down with a 10 s time constant, and a failure counts as at least 1 s, so after one slow answer or a "
+            "failure it stays above what the target answers in now; \"-\" before the first answer.</p>",
+            render_live_state(obj.source),
+        )
 
     @admin.display(description="targets")
     def target_list(self, obj: m.VirtualModel) -> str:
@@ -525,6 +534,13 @@ class GatewayKeyAdmin(VersionedAdmin):
     fields = ("name", "prefix", "team", "allowed_models", *LIMIT_FIELDS, "usage", "team_usage", "expires_at",
               "revoked", "created_at")
 
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        from django.conf import settings
+
+        context = {"auth_open": settings.GOMODEL_AUTH == "open", "has_master_key": bool(settings.GOMODEL_MASTER_KEY),
+                   **(extra_context or {})}
+        return super().changelist_view(request, context)
+
     @admin.display(description="allowed models")
     def allowed(self, obj: m.GatewayKey) -> str:
         return ", ".join(obj.allowed_models) if obj.allowed_models else "all"
@@ -572,6 +588,13 @@ class RoutingSettingsAdmin(VersionedAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        from routing.config.runtime import compile_settings
+
+        values = compile_settings(m.RoutingSettings.objects.filter(pk=1).first())
+        rows = [(f, getattr(values, f)) for f in values.__dataclass_fields__]
+        return super().changelist_view(request, {"settings_in_force": rows, **(extra_context or {})})
+
     @admin.display(description="values in force (environment defaults with these overrides)")
     def in_force(self, obj: m.RoutingSettings) -> str:
         from routing.config.runtime import compile_settings
@@ -580,4 +603,4 @@ class RoutingSettingsAdmin(VersionedAdmin):
         rows = format_html_join(
             "", "<tr><th>{}</th><td>{}</td></tr>", ((f, getattr(values, f)) for f in values.__dataclass_fields__)
         )
-        return format_html("<table>{}</table>", rows)
+        return format_html('<div style="overflow-x: auto; max-width: 100%"><table>{}</table></div>', rows)

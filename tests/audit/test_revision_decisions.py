@@ -124,7 +124,7 @@ def test_it_shows_the_team_with_a_link_to_its_history_and_what_the_providers_bil
                      make_event()["attempts"][1]])
     page = page_of(auditor, "billed")
     assert f'<dt>Team</dt><dd><a href="{reverse("audit:history")}?team=platform+%26+co">platform &amp; co</a>' in page
-    assert section(page, "billed") == "Billed by the providers $0.015000 · 1900 in · 200 out"
+    assert section(page, "billed") == "Billed by the providers $0.015 · 1900 in · 200 out"
 
 
 @pytest.mark.django_db

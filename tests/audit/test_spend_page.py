@@ -74,7 +74,7 @@ def test_it_shows_totals_a_chart_and_each_key_linked_to_its_history(auditor: Cli
     page = response.content.decode()
     assert 'class="current">Spend</a>' in page  # in the auditor navigation
     assert response.context["report"].totals.requests == 6
-    assert '<dd data-total="spend">$5.5000</dd>' in page
+    assert '<dd data-total="spend">$5.50</dd>' in page
     assert '<dd data-total="requests">6</dd>' in page
     assert '<dd data-total="input">600</dd>' in page
     assert '<dd data-total="unpriced">1</dd>' in page
@@ -86,7 +86,7 @@ def test_it_shows_totals_a_chart_and_each_key_linked_to_its_history(auditor: Cli
     history = links(table, r'href="(/audit/\?[^"]+)"')
     assert [q["key"] for q in history] == [["3"], ["2"], ["1"], ["-"]]
     assert all(q["since"] and q["until"] for q in history)
-    assert "$2.7500" in table
+    assert "$2.75" in table
     assert "50.0%" in table
 
 

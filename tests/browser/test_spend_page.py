@@ -60,7 +60,7 @@ def test_an_auditor_switches_the_period_and_filters_by_team(site: Site, watched:
     page.fill("input[name=team]", TEAM)
     page.click(".audit-filters input[type=submit]")
     page.wait_for_url(re.compile(rf".*/audit/spend/\?.*team={TEAM}"))
-    expect(page.locator("[data-total='spend']")).to_have_text("$4.0000")
+    expect(page.locator("[data-total='spend']")).to_have_text("$4.00")
     expect(page.locator("[data-total='requests']")).to_have_text("3")
     expect(page.locator("[data-total='input']")).to_have_text("3000")
     expect(page.locator("[data-total='output']")).to_have_text("300")
