@@ -54,6 +54,7 @@ from routing.gateway.responses import count_attempt, health_view, json_response,
 from routing.gateway.state import state
 from routing.ops import metrics
 from routing.providers import TranslationError, client_wants_usage, get_adapter
+from routing.providers.thinking_notes import thinking_off_for
 
 Response = HttpResponse | StreamingHttpResponse
 
@@ -112,6 +113,9 @@ class AttemptLoop:
                 self.index += 1
                 continue
             record = AttemptRecord(seq=len(self.journey.attempts) + 1, target=model.name, provider=model.provider)
+            if thinking_off_for(kind=self.call.table.providers[model.provider].kind, upstream=model.upstream,
+                                body=self.call.body, inbound=self.call.inbound):
+                record.thinking = "off"  # the final tool turn came back without Claude's signed thinking
             self.journey.attempts.append(record)
             result = await self._attempt(model, record, health, allowance, probe=admission == "probe")
             if result is None:  # the request could not be translated for this target

@@ -115,6 +115,8 @@ class Journey:
                 out["X-GoModel-Pro-Tier-Escalated"] = self.tier.escalation
         if self.answered_by is not None:
             out["X-GoModel-Target"] = self.answered_by.name
+            if self.attempts and self.attempts[-1].thinking:
+                out["X-GoModel-Thinking"] = self.attempts[-1].thinking
         out["X-GoModel-Attempts"] = str(len(self.attempts))
         if self.cost is not None:
             out["X-GoModel-Cost-Usd"] = f"{self.cost:.8f}"
@@ -261,6 +263,9 @@ class AttemptRecord:
     health: dict[str, Any] | None = None
     error_message: str | None = None
     usage_estimated: bool = False  # the provider's usage never arrived whole: the gateway estimated it
+    # "off": thinking was asked for but sent off, the final tool turn having lost Claude's signed thinking
+    # (routing.providers.thinking_turns); "" otherwise.
+    thinking: str = ""
 
     def as_event(self) -> dict[str, Any]:
         outcome = self.outcome
@@ -283,6 +288,7 @@ class AttemptRecord:
             "validation": self.validation,
             "health": self.health,
             "usage_estimated": self.usage_estimated,
+            "thinking": self.thinking or None,
         }
 
 
