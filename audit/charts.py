@@ -15,7 +15,7 @@ from django.utils.safestring import SafeString, mark_safe
 
 WIDTH = 720
 HEIGHT = 220
-PAD_LEFT = 56
+PAD_LEFT = 68  # room for a money tick such as $0.000075
 PAD_RIGHT = 12
 PAD_TOP = 12
 PAD_BOTTOM = 40

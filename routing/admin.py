@@ -15,6 +15,7 @@ from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.utils.html import format_html, format_html_join
 
+from audit.money import usd
 from routing import models as m
 from routing.config import graph_check, versioning
 from routing.core.categories import CATEGORIES, strength_tag_problem
@@ -199,11 +200,19 @@ class ProviderModelForm(forms.ModelForm):
 @admin.register(m.ProviderModel)
 class ProviderModelAdmin(VersionedAdmin):
     form = ProviderModelForm
-    list_display = ("name", "provider", "upstream", "input_price", "output_price", "context_window",
+    list_display = ("name", "provider", "upstream", "input", "output", "context_window",
                     "model_class", "strength_list", "enabled")
     list_filter = ("provider", "model_class", "enabled")
     search_fields = ("name", "upstream", "provider__name")
     list_select_related = ("provider",)
+
+    @admin.display(description="input $/1M", ordering="input_price")
+    def input(self, obj: m.ProviderModel) -> str:
+        return usd(None if obj.input_price is None else float(obj.input_price))
+
+    @admin.display(description="output $/1M", ordering="output_price")
+    def output(self, obj: m.ProviderModel) -> str:
+        return usd(None if obj.output_price is None else float(obj.output_price))
 
     @admin.display(description="strengths")
     def strength_list(self, obj: m.ProviderModel) -> str:

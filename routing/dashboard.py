@@ -35,6 +35,10 @@ def _ms(value: float | None) -> str:
     return f"{value:,.0f} ms" if value >= 10 else f"{value:.1f} ms"
 
 
+def _count_tick(value: float) -> str:
+    return f"{value:,.0f}" if value >= 100 or value == int(value) else f"{value:.3g}"
+
+
 def _rate(value: float | None) -> str:
     return "-" if value is None else f"{value:.1%}"
 
@@ -56,10 +60,10 @@ def _charts(window: dashboard.Window, slots: list[dashboard.Slot]) -> list[Any]:
     cost_top = charts.bar_top(cost)
     latency = [charts.Series("p50", [t.p50_ms for t in count]), charts.Series("p99", [t.p99_ms for t in count])]
     return [
-        charts.stacked_bars(f"Requests per {_slot_name(window)}", labels, traffic, fmt=lambda v: f"{v:,.0f}"),
+        charts.stacked_bars(f"Requests per {_slot_name(window)}", labels, traffic, fmt=_count_tick),
         charts.lines("Error rate", labels, [charts.Series("errors / requests", [t.error_rate for t in count],
                                                           css="series-error")], fmt=lambda v: f"{v:.0%}"),
-        charts.lines("Latency (ms)", labels, latency, fmt=lambda v: f"{v:,.0f}" if v >= 10 else f"{v:.1f}"),
+        charts.lines("Latency (ms)", labels, latency, fmt=_count_tick),
         charts.stacked_bars("Cost", labels, cost, fmt=axis_usd(cost_top), y_max=cost_top),
     ]
 
