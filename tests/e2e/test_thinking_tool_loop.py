@@ -96,7 +96,8 @@ def test_it_keeps_thinking_on_through_a_responses_tool_loop_with_encrypted_conte
         response = oai.responses.create(model=TARGET, input=items, tools=RESPONSES_TOOLS,
                                         reasoning={"effort": "low"}, store=False)
         kinds = [item.type for item in response.output]
-        assert "reasoning" in kinds and "function_call" in kinds, (turn, kinds)
+        assert "reasoning" in kinds, (turn, kinds)
+        assert "function_call" in kinds, (turn, kinds)
         reasoning = next(item for item in response.output if item.type == "reasoning")
         assert reasoning.encrypted_content
         calls = [item for item in response.output if item.type == "function_call"]
