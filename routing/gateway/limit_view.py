@@ -63,14 +63,17 @@ def render_usage(scope: LimitScope) -> SafeString:
         left = max(0.0, limits.budget_usd - spent)
         _, end = period_bounds(limits.budget_period, time.time())
         period = "total" if end is None else f"this {limits.budget_period} (UTC)"
-        rows.append(("budget", f"{spent:.6f} of {limits.budget_usd:g} USD spent {period}",
-                     f"{left:.6f} USD remaining"))
+        reserved = counts.reserved_nanos / NANOS_PER_USD
+        rows.append(("budget", f"{spent:.6f} of {limits.budget_usd:g} USD spent {period}, "
+                               f"{reserved:.6f} USD reserved by requests in flight",
+                     f"{max(0.0, left - reserved):.6f} USD free to reserve"))
     if limits.rpm is not None:
         rows.append(("requests per minute", f"{counts.requests} of {limits.rpm} in the last 60 s",
                      f"{max(0, limits.rpm - counts.requests)} remaining"))
     if limits.tpm is not None:
-        rows.append(("tokens per minute", f"{counts.tokens} of {limits.tpm} in the last 60 s",
-                     f"{max(0, limits.tpm - counts.tokens)} remaining"))
+        rows.append(("tokens per minute", f"{counts.tokens} of {limits.tpm} in the last 60 s, "
+                                          f"{counts.reserved_tokens} reserved by requests in flight",
+                     f"{max(0, limits.tpm - counts.tokens - counts.reserved_tokens)} remaining"))
     if limits.max_concurrency is not None:
         rows.append(("concurrency", f"{counts.slots} of {limits.max_concurrency} in flight",
                      f"{max(0, limits.max_concurrency - counts.slots)} free"))

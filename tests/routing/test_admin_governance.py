@@ -114,7 +114,7 @@ def test_the_key_page_shows_the_remaining_budget_of_this_process_without_redis(
     asyncio.run(spend())
     page = admin_client.get(f"/admin/routing/gatewaykey/{key.pk}/change/").content.decode()
     assert "0.750000 of 2 USD spent this day (UTC)" in page
-    assert "1.250000 USD remaining" in page
+    assert "1.250000 USD free to reserve" in page
     assert "1 of 10 in the last 60 s" in page
     assert "this gateway process only" in page
     state.renew()
