@@ -80,9 +80,10 @@ async def admit_limits(call: Call, journey: Journey) -> None:
 
 class RequestCount:
     """A request that calls no model (``explain``, ``count_tokens``, the ledger) counted toward its key's and team's
-    requests per minute and concurrency, never refused by or charged to their tokens or budget: ``async with
-    RequestCount(key, id) as headers`` raises the 429 of a limit it breaks, gives the ``x-ratelimit-*`` headers for the answer, and
-    returns the slot when the block ends, however it ends."""
+    requests per minute and concurrency, never refused by or charged to their tokens or budget.
+
+    ``async with RequestCount(key, id) as headers`` raises the 429 of a limit it breaks, gives the
+    ``x-ratelimit-*`` headers for the answer, and returns the slot when the block ends, however it ends."""
 
     def __init__(self, key: KeySpec | None, request_id: str) -> None:
         self.key = key
