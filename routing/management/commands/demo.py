@@ -63,8 +63,10 @@ class Command(BaseCommand):
             cwd=root, env=env,
         )
         gateway = subprocess.Popen(  # noqa: S603 - this interpreter, fixed arguments
-            [sys.executable, "-m", "uvicorn", "gomodel_site.asgi:application", "--host", "127.0.0.1",
-             "--port", str(port), "--log-level", "warning", "--no-access-log"],
+            # The production server (README), one worker: the same limits on what a client may send (a header
+            # section past granian's HTTP/1 buffer is a 431), the same lifespan.
+            [sys.executable, "-m", "granian", "--interface", "asgi", "--workers", "1", "--host", "127.0.0.1",
+             "--port", str(port), "--log-level", "warning", "gomodel_site.asgi:application"],
             cwd=root, env=env,
         )
         try:
