@@ -259,7 +259,8 @@ class RedisLimitStore:
         self._client = RespClient(url, timeout=socket_timeout)
         self.prefix = prefix
         self._spend_source = spend_source
-        self.fallback = fallback or ProcessLimitStore(slot_lease_s=slot_lease_s, clock=clock)
+        # While Redis is away budgets are still seeded from the database: an outage does not reset them.
+        self.fallback = fallback or ProcessLimitStore(slot_lease_s=slot_lease_s, clock=clock, spend_source=spend_source)
         self._lease_ms = int(slot_lease_s * 1000)
         self._window_ms = int(WINDOW_S * 1000)
         self._retry_after_s = retry_after_s

@@ -19,6 +19,7 @@ import redis
 
 from routing.clients.limit_store import ProcessLimitStore, RedisLimitStore, SpendUnavailable
 from routing.core.limits import NANOS_PER_USD, Limits, LimitScope, Reservation
+from tests.gateway_process import free_port
 from tests.services import drop_redis_keys
 
 pytestmark = pytest.mark.services
@@ -226,3 +227,20 @@ def test_the_token_window_is_buckets_of_a_second_whatever_the_history(prefix: st
         assert sum(int(v) for v in client.hvals(keys[0])) == 10_000
     finally:
         client.close()
+
+
+def test_a_redis_outage_does_not_reset_a_budget() -> None:
+    """With Redis unreachable the process counts alone, and still seeds the budget from the database first."""
+    async def source(limit_scope: LimitScope, since: float) -> int:
+        return CENT
+
+    async def run() -> tuple[bool, bool]:
+        store = RedisLimitStore(f"redis://127.0.0.1:{free_port()}/0", prefix="gomodel:test:away:",
+                                socket_timeout=0.2, spend_source=source)
+        try:
+            admission = await store.admit((scope("away", budget_usd=0.01, budget_period="total"),), "a")
+            return admission.in_redis, admission.verdict.admitted
+        finally:
+            await store.aclose()
+
+    assert asyncio.run(run()) == (False, False)
