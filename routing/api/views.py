@@ -194,6 +194,9 @@ async def count_tokens(request: HttpRequest) -> HttpResponseBase:
             response = await count_tokens_call(call)
     except GatewayError as exc:
         return error_response("anthropic", exc, request_id)
+    for name, value in limit_headers.items():
+        response[name] = value
+    return response
 
 
 def _inbound_of(request: HttpRequest) -> Inbound:
@@ -286,7 +289,10 @@ async def explain(request: HttpRequest) -> HttpResponseBase:
             data = await explain_call(call)
     except GatewayError as exc:
         return error_response(inbound, exc, request_id)
-    return HttpResponse(_renderer.render(data), content_type="application/json")
+    response = HttpResponse(_renderer.render(data), content_type="application/json")
+    for name, value in limit_headers.items():
+        response[name] = value
+    return response
 
 
 def _prepare_explained(request: HttpRequest, inbound: Inbound, request_id: str) -> Call:

@@ -284,11 +284,11 @@ class AttemptRecord:
             "ttfb_ms": None if self.ttfb_s is None else round(self.ttfb_s * 1000, 2),
             "usage": usage_dict(self.usage),
             "cost_usd": self.cost,
+            "usage_estimated": self.usage_estimated,
+            "thinking": self.thinking or None,
             "action": self.action,
             "validation": self.validation,
             "health": self.health,
-            "usage_estimated": self.usage_estimated,
-            "thinking": self.thinking or None,
         }
 
 

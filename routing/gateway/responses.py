@@ -324,10 +324,10 @@ def _closing_frames(live: LiveStream) -> list[bytes]:
 
 def finish(call: Call, journey: Journey) -> None:
     """Metrics and the audit event; neither blocks the event loop."""
-    elapsed = time.monotonic() - call.started
-    label = journey.requested_model if call.table.kind_of(journey.requested_model) else "unknown"
     if call.endpoint != "count_tokens":  # a count is advisory and never charged (routing.gateway.count_tokens)
         governance.charge_abandoned(call, journey)
+    elapsed = time.monotonic() - call.started
+    label = journey.requested_model if call.table.kind_of(journey.requested_model) else "unknown"
     # endpoint: "openai" or "anthropic" for chat (the client's shape), else "embeddings" or "count_tokens"
     metrics.REQUESTS.labels(call.audit_endpoint, label, str(journey.status)).inc()
     metrics.REQUEST_DURATION.labels(call.audit_endpoint).observe(elapsed)
