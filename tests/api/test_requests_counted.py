@@ -32,7 +32,7 @@ def limited_table(settings: Any) -> Iterator[RoutingTable]:
         version=1,
         providers=[ProviderSpec("p", "openai", "http://127.0.0.1:9/v1")],
         models=[ModelSpec(name="chat", provider="p", upstream="c", input_price=1.0, output_price=1.0)],
-        keys=[KeySpec(id=41, name="two-a-minute", secret_hash=hash_secret(SECRET),
+        keys=[KeySpec(id=41, name="counted-requests", secret_hash=hash_secret(SECRET),
                       limits=Limits(rpm=2, tpm=1, budget_usd=0.0))],
     )
     runtime.swap(built)
