@@ -831,3 +831,25 @@ class StoredResponse(models.Model):
 
     def __str__(self) -> str:
         return self.response_id
+
+
+class StoredResponseItem(models.Model):
+    """Where one output item of a stored response is kept, so that a later request can send it back as an
+    ``item_reference`` (its id) instead of the item itself.
+
+    Every output item the client was given (``msg_``, ``rs_``, ``fc_``, the provider's own ids included) has a row,
+    written with its turn; ``position`` is its place in the turn's ``output_items`` (None for an item the turn does
+    not carry forward, such as reasoning text). Scoped like the turn, and deleted with it.
+    """
+
+    item_id = models.CharField(max_length=200)
+    key_scope = models.CharField(max_length=40)  # the turn's, so the look-up is by (key, id) on one index
+    response = models.ForeignKey(StoredResponse, on_delete=models.CASCADE, related_name="items")
+    position = models.PositiveIntegerField(null=True)
+
+    class Meta:
+        verbose_name = "stored response item"
+        constraints = [models.UniqueConstraint(fields=["key_scope", "item_id"], name="stored_item_per_key")]
+
+    def __str__(self) -> str:
+        return self.item_id

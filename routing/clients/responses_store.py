@@ -7,7 +7,11 @@ the expiry of the response asked for checked on the way in). Retention goes by c
 time is up is kept while a later turn of the same conversation can still be continued, and the purge deletes a
 conversation whole once none of it can (so a chain never loses a link to the purge).
 
-Only Responses requests touch this table: a write per answer the client asked to store, handed to a worker
+Each output item the client was given is indexed by its id (``StoredResponseItem``, written in the same
+transaction as its turn), so a request that sends it back as an ``item_reference`` resolves all of its references
+in one query, whatever turn or conversation they come from.
+
+Only Responses requests touch these tables: a write per answer the client asked to store, handed to a worker
 thread and never awaited by the answer, and one read for a request that continues a conversation. Writing after
 the answer means a client that follows up at once can ask for a response whose row is still on its way. The
 caller (routing/gateway/stored_responses.py) knows from the id's MAC whether the id is this key's and was to be
@@ -26,13 +30,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db import DatabaseError, connection
+from django.db import DatabaseError, connection, transaction
 from django.db.migrations.recorder import MigrationRecorder
 from django.db.models import Exists, OuterRef, Q, Subquery, Value
 from django.db.models.functions import Coalesce
 
 from routing.clients.db_thread import in_db_thread
-from routing.models import StoredResponse
+from routing.models import StoredResponse, StoredResponseItem
 
 log = logging.getLogger("gomodel.responses")
 
@@ -83,7 +87,8 @@ class Conversation:
 
 
 def _save(response_id: str, key_scope: str, model: str, instructions: str | None, input_items: list[dict[str, Any]],
-          output_items: list[dict[str, Any]], created_unix: float, previous_response_id: str | None) -> None:
+          output_items: list[dict[str, Any]], created_unix: float, previous_response_id: str | None,
+          item_positions: list[tuple[str, int | None]]) -> None:
     created = dt.datetime.fromtimestamp(created_unix, tz=dt.UTC)
     root: Any = None
     if previous_response_id is not None:
@@ -92,13 +97,32 @@ def _save(response_id: str, key_scope: str, model: str, instructions: str | None
         parents_root = StoredResponse.objects.filter(response_id=previous_response_id).values(
             first=Coalesce("root_response_id", "response_id"))[:1]
         root = Coalesce(Subquery(parents_root), Value(previous_response_id))
-    # One INSERT: a response id is new for every request, so there is never a row to update.
-    StoredResponse.objects.create(
-        response_id=response_id, key_scope=key_scope, model=model, instructions=instructions,
-        input_items=input_items, output_items=output_items, created_at=created,
-        expires_at=created + dt.timedelta(seconds=settings.GOMODEL_RESPONSES_RETENTION),
-        previous_response_id=previous_response_id, root_response_id=root,
-    )
+    # One INSERT for the turn (a response id is new for every request, so there is never a row to update) and one
+    # for its items' index, together: an item is never found without its turn.
+    with transaction.atomic():
+        row = StoredResponse.objects.create(
+            response_id=response_id, key_scope=key_scope, model=model, instructions=instructions,
+            input_items=input_items, output_items=output_items, created_at=created,
+            expires_at=created + dt.timedelta(seconds=settings.GOMODEL_RESPONSES_RETENTION),
+            previous_response_id=previous_response_id, root_response_id=root,
+        )
+        # A provider that repeats an item id within one key: the first turn that had it keeps it.
+        StoredResponseItem.objects.bulk_create(
+            [StoredResponseItem(item_id=item_id[:200], key_scope=key_scope, response=row, position=position)
+             for item_id, position in item_positions], ignore_conflicts=True)
+
+
+def _load_items(item_ids: list[str], key_scope: str) -> dict[str, dict[str, Any] | None]:
+    """The stored output items of these ids that this scope may use (its own, their turn not expired), each the
+    item that carries it into a next turn or None for one that carries nothing; one query."""
+    rows = (StoredResponseItem.objects
+            .filter(key_scope=key_scope, item_id__in=item_ids, response__expires_at__gt=dt.datetime.now(tz=dt.UTC))
+            .values_list("item_id", "position", "response__output_items"))
+    found: dict[str, dict[str, Any] | None] = {}
+    for item_id, position, output_items in rows:
+        carried = output_items[position] if position is not None and position < len(output_items) else None
+        found[item_id] = carried if isinstance(carried, dict) else None
+    return found
 
 
 def _load(response_id: str, key_scope: str) -> Conversation | None:
@@ -157,13 +181,15 @@ async def _write(pending_key: tuple[str, str], *args: Any) -> None:
 
 def save_soon(*, response_id: str, key_scope: str, model: str, instructions: str | None,
               input_items: list[dict[str, Any]], output_items: list[dict[str, Any]], created_unix: float,
-              previous_response_id: str | None = None) -> None:
-    """Store one turn in the background (its own input items and answer, linked to the response it continued);
+              previous_response_id: str | None = None,
+              item_positions: list[tuple[str, int | None]] | None = None) -> None:
+    """Store one turn in the background (its own input items and answer, linked to the response it continued,
+    and the ids of the output items the client was given, each with its place in ``output_items`` or None);
     the caller's answer does not wait for the database."""
     pending_key = (key_scope, response_id)
     task = asyncio.get_running_loop().create_task(
         _write(pending_key, response_id, key_scope, model, instructions, input_items, output_items, created_unix,
-               previous_response_id))
+               previous_response_id, item_positions or []))
     _pending[pending_key] = task  # also keeps the task referenced until it is done
 
 
@@ -196,6 +222,37 @@ async def load(response_id: str, *, key_scope: str, wait_s: float = 0.0) -> Conv
             await asyncio.sleep(min(pause, left))
             pause *= 2
             found = await read(response_id, key_scope)
+    except DatabaseError as exc:
+        raise StoreUnavailable(type(exc).__name__) from None
+    return found
+
+
+async def load_items(item_ids: list[str], *, key_scope: str, wait_s: float = 0.0) -> dict[str, dict[str, Any] | None]:
+    """The stored output items of these ids for this key (``_load_items``); an id unknown to it, foreign or expired
+    is not in the answer.
+
+    Item ids say nothing of the turn they belong to, so every write of this key's turns under way here is waited
+    for first (at most ``PENDING_WAIT_S`` in all); with ``wait_s``, ids not found are looked for again, with pauses
+    that double, until ``wait_s`` has passed (another process may still be writing their turn).
+    StoreUnavailable when the database does not answer.
+    """
+    pending = [task for (scope, _), task in list(_pending.items()) if scope == key_scope]
+    if pending:  # asyncio.wait neither raises nor cancels: past the bound, the read below decides
+        await asyncio.wait(pending, timeout=PENDING_WAIT_S)
+    read = in_db_thread(_load_items)
+    try:
+        found = await read(item_ids, key_scope)
+        give_up = time.monotonic() + wait_s
+        pause = FIRST_REREAD_S
+        missing = [item_id for item_id in item_ids if item_id not in found]
+        while missing:
+            left = give_up - time.monotonic()
+            if left <= 0:
+                break
+            await asyncio.sleep(min(pause, left))
+            pause *= 2
+            found.update(await read(missing, key_scope))
+            missing = [item_id for item_id in missing if item_id not in found]
     except DatabaseError as exc:
         raise StoreUnavailable(type(exc).__name__) from None
     return found

@@ -5,7 +5,8 @@ JSON schema and images exactly as they would in a chat completion.
 A request that continues a conversation is prepared in two steps: ``responses_call`` checks the body and builds
 the call from the request's own input, and ``continue_conversation`` puts the stored conversation in front once
 the engine has admitted the key's limits and its access to the model. So a key over its limits, or one that may
-not use the model, never has the gateway look at its ``previous_response_id``, let alone read the database.
+not use the model, never has the gateway look at its ``previous_response_id`` or its ``item_reference`` items, let
+alone read the database.
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ from routing.core.features import extract_features
 from routing.core.table import KeySpec, RoutingTable
 from routing.gateway.gateway_error import GatewayError
 from routing.gateway.records import Call
-from routing.gateway.stored_responses import conversation_before, issue_response_id
+from routing.gateway.stored_responses import conversation_before, issue_response_id, resolve_references
 from routing.providers.errors import TranslationError
 from routing.providers.responses_calls import ResponsesCall
-from routing.providers.responses_request import parse_responses_request
+from routing.providers.responses_request import ResponsesRequest, is_reference, parse_responses_request
 from routing.providers.responses_to_chat import responses_to_chat
 
 
@@ -33,8 +34,9 @@ async def responses_call(body: dict[str, Any], *, request_id: str, key: KeySpec 
         request = parse_responses_request(body)
     except TranslationError as exc:
         raise GatewayError(400, exc.message, param=exc.param, code=exc.code, error_class="permanent") from None
-    chat = responses_to_chat(request, request.items)
-    if request.previous_response_id is None:  # otherwise the stored turns may hold what there is to answer
+    # References are resolved once the key is admitted: until then routing reads the request's other items.
+    chat = responses_to_chat(request, [item for item in request.items if not is_reference(item)])
+    if not _continues(request):  # otherwise the stored items may hold what there is to answer
         _check_answerable(chat)
     key_scope = key.id if key is not None else "open"
     call = ResponsesCall(request=request,
@@ -46,17 +48,25 @@ async def responses_call(body: dict[str, Any], *, request_id: str, key: KeySpec 
                 responses=call)
 
 
+def _continues(request: ResponsesRequest) -> bool:
+    return request.previous_response_id is not None or any(is_reference(item) for item in request.items)
+
+
 async def continue_conversation(call: Call) -> None:
-    """Put the stored conversation of the call's ``previous_response_id`` in front of its own input, and route on
-    the whole of it (nothing to do without one); GatewayError. Once per call, after its key is admitted."""
+    """Put the stored conversation of the call's ``previous_response_id`` in front of its own input, replace its
+    ``item_reference`` items by the stored items they name, and route on the whole of it (nothing to do without
+    either); GatewayError. Once per call, after its key is admitted."""
     responses = call.responses
-    if responses is None or responses.request.previous_response_id is None:
+    if responses is None or not _continues(responses.request):
         return
     request = responses.request
-    conversation = [*await conversation_before(request, key_scope=call.key_scope), *request.items]
+    before = await conversation_before(request, key_scope=call.key_scope)
+    # The turn is stored with its references resolved: a later turn reads it back without this key's index.
+    request = dataclasses.replace(request, items=await resolve_references(request.items, key_scope=call.key_scope))
+    conversation = [*before, *request.items]
     chat = responses_to_chat(request, conversation)
     _check_answerable(chat)
-    call.responses = dataclasses.replace(responses, conversation=conversation, chat=chat)
+    call.responses = dataclasses.replace(responses, request=request, conversation=conversation, chat=chat)
     call.body = chat
     call.features = extract_features(chat, "openai")
 

@@ -1,4 +1,5 @@
-"""Responses API conversations kept for ``previous_response_id``: issue an id, continue one, keep a new answer.
+"""Responses API conversations kept for ``previous_response_id`` and ``item_reference``: issue an id, continue
+one, resolve references, keep a new answer.
 
 The store is routing/clients/responses_store.py. A response id carries a MAC over its creation time, whether it
 was to be stored and the gateway key it was made for (routing/providers/responses_ids.py, keyed from the Django
@@ -12,6 +13,10 @@ Ids made before ids carried a MAC keep working for their own key until they expi
 row says whose it is) and never waited for, and only if it claims to be made before this version was installed
 (``responses_store.legacy_ids_until``) and within the retention; so a GOMODEL_RESPONSES_RETENTION after the
 upgrade, no id of that form reaches the database at all.
+
+The output items of a stored response are kept by id too: a request's ``item_reference`` items are replaced by
+the items they name (``resolve_references``, one read for all of them), so the provider, which never stores
+anything for the gateway, receives the items themselves.
 
 Following OpenAI, a stored response's ``instructions`` are not carried into the next turn: a request that wants
 them sends them again.
@@ -29,7 +34,7 @@ from routing.clients import responses_store
 from routing.gateway.gateway_error import GatewayError
 from routing.gateway.records import Call, Journey
 from routing.providers.responses_ids import new_response_id, read_response_id, response_id_key
-from routing.providers.responses_request import ResponsesRequest, answer_items
+from routing.providers.responses_request import ResponsesRequest, answer_items, is_reference, output_positions
 
 FRESH_S = 600.0  # an id made this recently may name a row still being written (a long stream stores at its end)
 WAIT_S = 1.5  # how long a follow-up looks for such a row written by another process
@@ -76,9 +81,7 @@ async def conversation_before(request: ResponsesRequest, *, key_scope: int | str
             raise _not_found(previous)  # the gateway no longer made ids of that form then
         stored = await responses_store.load(previous, key_scope=scope, wait_s=wait_s)
     except responses_store.StoreUnavailable:
-        raise GatewayError(503, "previous_response_id needs the database, which is not reachable; retry later.",
-                           code="responses_store_unavailable", param="previous_response_id",
-                           headers={"Retry-After": "5"}, error_class="transient") from None
+        raise _store_unavailable("previous_response_id") from None
     except responses_store.BrokenConversation as exc:
         raise GatewayError(400, f"Previous response with id '{previous[:100]}' cannot be continued: {exc}.",
                            code="previous_response_unusable", param="previous_response_id",
@@ -88,6 +91,39 @@ async def conversation_before(request: ResponsesRequest, *, key_scope: int | str
     return stored.items
 
 
+def _store_unavailable(param: str) -> GatewayError:
+    return GatewayError(503, f"{param} needs the database, which is not reachable; retry later.",
+                        code="responses_store_unavailable", param=param, headers={"Retry-After": "5"},
+                        error_class="transient")
+
+
+async def resolve_references(items: list[dict[str, Any]], *, key_scope: int | str) -> list[dict[str, Any]]:
+    """``items`` with each ``item_reference`` replaced by the stored output item it names (left out when that item
+    carries nothing into a next turn, as reasoning text does not); one read for all of them. GatewayError: 400
+    naming ``input[i].id`` for an id this key has no stored item of (unknown, another key's, expired), 503 when
+    the database does not answer."""
+    wanted = [item["id"] for item in items if is_reference(item)]
+    if not wanted:
+        return items
+    try:
+        # Item ids carry no time, so a missing one is always looked for again: its turn may still be on its way.
+        found = await responses_store.load_items(list(dict.fromkeys(wanted)), key_scope=str(key_scope), wait_s=WAIT_S)
+    except responses_store.StoreUnavailable:
+        raise _store_unavailable("input") from None
+    resolved: list[dict[str, Any]] = []
+    for i, item in enumerate(items):
+        if not is_reference(item):
+            resolved.append(item)
+            continue
+        if item["id"] not in found:
+            raise GatewayError(400, f"Item with id '{item['id'][:100]}' not found.", code="item_not_found",
+                               param=f"input[{i}].id", error_class="permanent")
+        carried = found[item["id"]]
+        if carried is not None:
+            resolved.append(carried)
+    return resolved
+
+
 def remember(call: Call, journey: Journey) -> None:
     """Keep an accepted Responses answer whose client did not say ``store: false`` (written in the background):
     this turn's own input items and answer, linked to the response it continued."""
@@ -95,8 +131,10 @@ def remember(call: Call, journey: Journey) -> None:
     if responses is None or not responses.request.store or journey.answer is None:
         return
     request = responses.request
+    carried = answer_items(journey.answer)
     responses_store.save_soon(
         response_id=responses.response_id, key_scope=str(call.key_scope), model=journey.requested_model,
-        instructions=request.instructions, input_items=request.items, output_items=answer_items(journey.answer),
+        instructions=request.instructions, input_items=request.items, output_items=carried,
         created_unix=call.started_unix, previous_response_id=request.previous_response_id,
+        item_positions=output_positions(responses.output.items(), carried),
     )

@@ -201,6 +201,11 @@ class ResponsesPassThrough(StreamTranslator):
             frames.append(event.raw)
         return frames
 
+    @property
+    def output_items(self) -> list[dict[str, Any]]:
+        """The output items finished so far (``response.output_item.done``), with the provider's ids."""
+        return list(self._output)
+
     def error_frames(self, error_type: str, message: str) -> list[bytes]:
         self._lifecycle.sequence = self._responses.last_sequence + 1
         return self._lifecycle.failed(error_type, message, list(self._output))

@@ -9,7 +9,7 @@ deployment URLs and API versions are what the adapter knows; its preview v1 Resp
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +33,23 @@ from routing.providers.streams import StreamTranslator
 NATIVE_KINDS = frozenset({"openai"})
 
 
+class AnsweredOutput:
+    """The output items, with their ids, of the attempt that answered: what the client was given, so the stored
+    turn can index them for ``item_reference``. Each attempt's parse or stream translator points it at its own
+    items; the answer that is kept is the last one's (no attempt is made after an accepted one)."""
+
+    __slots__ = ("_source",)
+
+    def __init__(self) -> None:
+        self._source: Callable[[], list[dict[str, Any]]] = list
+
+    def follow(self, source: Callable[[], list[dict[str, Any]]]) -> None:
+        self._source = source
+
+    def items(self) -> list[dict[str, Any]]:
+        return [item for item in self._source() if isinstance(item, dict)]
+
+
 @dataclass(frozen=True)
 class ResponsesCall:
     """What every attempt of one Responses request needs: the request, the id its answer gets, the whole
@@ -43,6 +60,7 @@ class ResponsesCall:
     created: int
     conversation: list[dict[str, Any]] = field(repr=False)
     chat: dict[str, Any] = field(repr=False)
+    output: AnsweredOutput = field(default_factory=AnsweredOutput, repr=False, compare=False)
 
     def client_param(self, chat_param: str | None) -> str | None:
         """The client's own field for a path in the chat translation that an adapter refused."""
@@ -76,20 +94,32 @@ def parse_responses_answer(*, kind: str, status: int, data: bytes, public_model:
         answer = answer_from_response(response)
         client_body = public_response(response, response_id=call.response_id, public_model=public_model,
                                       store=request.store, previous_response_id=request.previous_response_id)
+        _follow_output(call, client_body)
         return ParsedResponse(client_body, answer, usage_from_responses(response.get("usage")))
     parsed = get_adapter(kind).parse_response(status=status, data=data, inbound="openai", public_model=public_model,
                                               created=call.created)
     client_body = chat_completion_to_response(parsed.client_body, request=request, response_id=call.response_id,
                                               public_model=public_model, created=call.created)
+    _follow_output(call, client_body)
     return ParsedResponse(client_body, parsed.answer, parsed.usage)
+
+
+def _follow_output(call: ResponsesCall, client_body: dict[str, Any]) -> None:
+    output = client_body.get("output")
+    items = output if isinstance(output, list) else []
+    call.output.follow(lambda: items)
 
 
 def responses_stream_translator(*, kind: str, public_model: str, call: ResponsesCall) -> StreamTranslator:
     """A fresh translator from the provider's stream to Responses events, for one attempt."""
     events = ResponsesEvents(request=call.request, response_id=call.response_id, public_model=public_model,
                              created=call.created)
+    translator: ResponsesPassThrough | ChatToResponsesStream
     if kind in NATIVE_KINDS:
-        return ResponsesPassThrough(events)
-    inner = get_adapter(kind).stream_translator(inbound="openai", public_model=public_model, client_wants_usage=True,
-                                                created=call.created)
-    return ChatToResponsesStream(inner, events)
+        translator = ResponsesPassThrough(events)
+    else:
+        inner = get_adapter(kind).stream_translator(inbound="openai", public_model=public_model,
+                                                    client_wants_usage=True, created=call.created)
+        translator = ChatToResponsesStream(inner, events)
+    call.output.follow(lambda: translator.output_items)
+    return translator

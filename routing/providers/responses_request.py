@@ -44,6 +44,7 @@ _ASSISTANT_PARTS = frozenset({"output_text", "refusal", "input_text"})
 _TOOL_CHOICES = ("auto", "none", "required")
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
 TEXT_FORMATS = ("text", "json_object", "json_schema")
+MAX_REFERENCES = 1000  # item_reference items one request may send; bounds the one read that resolves them
 
 
 @dataclass(frozen=True)
@@ -126,7 +127,15 @@ def _input_items(value: Any) -> list[dict[str, Any]]:
     items = [_item(item, f"input[{i}]") for i, item in enumerate(as_list(value, "input"))]
     if not items:
         raise RequestShapeError("input: required: a string or a non-empty list of input items", "input")
+    if sum(1 for item in items if is_reference(item)) > MAX_REFERENCES:
+        raise RequestShapeError(f"input: at most {MAX_REFERENCES} items of type 'item_reference' per request; send "
+                                f"the others as items", "input")
     return items
+
+
+def is_reference(item: Mapping[str, Any]) -> bool:
+    """Whether an input item is an ``item_reference`` (an earlier output item named by its id)."""
+    return item.get("type") == "item_reference"
 
 
 def _item(item: Any, path: str) -> dict[str, Any]:
@@ -145,6 +154,8 @@ def _item(item: Any, path: str) -> dict[str, Any]:
             _parts(output, f"{path}.output", _USER_PARTS)
     elif kind == "reasoning":
         pass  # earlier reasoning: an OpenAI upstream reads it, a translation leaves it out
+    elif kind == "item_reference":
+        as_str(item.get("id"), f"{path}.id")  # an output item of a stored response, inlined before routing
     elif kind is None:
         raise RequestShapeError(f"{path}: expected an item with a `type` (or a message with a `role`)", f"{path}.type")
     else:
@@ -279,3 +290,31 @@ def answer_items(answer: Answer) -> list[dict[str, Any]]:
         items.append({"type": "function_call", "call_id": call_id, "name": call.name,
                       "arguments": call.arguments or json.dumps({})})
     return items
+
+
+def output_positions(output: list[dict[str, Any]], carried: list[dict[str, Any]]) -> list[tuple[str, int | None]]:
+    """Each output item id the client was given, with the place in ``carried`` (``answer_items``) of the item that
+    carries it into the next turn, or None for one that carries nothing (reasoning text, a second message).
+
+    A message is carried by the answer's message, a function call by the carried call of the same ``call_id``, a
+    reasoning item by the carried one with the same ``encrypted_content``.
+    """
+    message = next((n for n, item in enumerate(carried) if item.get("type") == "message"), None)
+    calls = {item["call_id"]: n for n, item in enumerate(carried) if item.get("type") == "function_call"}
+    sealed = {item["encrypted_content"]: n for n, item in enumerate(carried)
+              if item.get("type") == "reasoning" and item.get("encrypted_content")}
+    positions: list[tuple[str, int | None]] = []
+    for item in output:
+        item_id = item.get("id") if isinstance(item, dict) else None
+        if not isinstance(item_id, str) or not item_id:
+            continue
+        kind = item.get("type")
+        position: int | None = None
+        if kind == "message":
+            position, message = message, None  # the answer's text is one message: carried once
+        elif kind == "function_call" and isinstance(item.get("call_id"), str):
+            position = calls.get(split_payload(item["call_id"])[0])
+        elif kind == "reasoning" and isinstance(item.get("encrypted_content"), str):
+            position = sealed.get(item["encrypted_content"])
+        positions.append((item_id, position))
+    return positions

@@ -108,6 +108,11 @@ class ResponsesEventEncoder:
         self._calls: dict[int, _OpenItem] = {}  # chat tool call index -> its function_call item
         self._done: list[dict[str, Any]] = []  # output items, finished, in output order
 
+    @property
+    def output_items(self) -> list[dict[str, Any]]:
+        """The output items finished so far, in output order."""
+        return list(self._done)
+
     def start(self) -> list[bytes]:
         """``response.created`` and ``response.in_progress``, before the first event (once)."""
         if self._started:
@@ -315,6 +320,11 @@ class ChatToResponsesStream(StreamTranslator):
         if self._inner.complete:
             frames += self._encoder.close(self._inner.answer, self._inner.usage)
         return frames
+
+    @property
+    def output_items(self) -> list[dict[str, Any]]:
+        """The output items finished so far, with the ids the client was given."""
+        return self._encoder.output_items
 
     def error_frames(self, error_type: str, message: str) -> list[bytes]:
         return self._encoder.fail(error_type, message)
