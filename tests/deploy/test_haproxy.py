@@ -12,7 +12,7 @@ CONFIG = ROOT / "deploy" / "haproxy" / "haproxy.cfg"
 
 
 def test_haproxy_accepts_the_configuration() -> None:
-    haproxy = shutil.which("haproxy") or "/usr/sbin/haproxy"  # .ci/run installs Debian's haproxy
+    haproxy = shutil.which("haproxy") or "/usr/sbin/haproxy"  # installed by tests/machine.py when missing
     done = subprocess.run([haproxy, "-c", "-f", str(CONFIG)], capture_output=True, text=True, timeout=60,
                           check=False)
     assert done.returncode == 0, done.stdout + done.stderr
