@@ -25,6 +25,7 @@ from routing.api.relay_handler import RelayHandler
 from routing.config.runtime import runtime
 from routing.core.table import KeySpec, ModelSpec, ProviderSpec, RoutingTable
 from routing.models import hash_secret
+from tests.e2e.conftest import fresh_database
 from tests.gateway_process import run_gateway
 
 pytestmark = pytest.mark.django_db
@@ -197,7 +198,10 @@ def test_the_handlers_refuse_a_page_before_reading_the_body(path: str, method: s
 
 
 def test_a_real_gateway_serves_the_sdks_and_refuses_a_cross_site_page(tmp_path: Path) -> None:
-    with run_gateway(tmp_path, {"GOMODEL_AUTH": "open", "GOMODEL_MASTER_KEY": ""}) as gateway:
+    # A database of its own: the requests it serves are audited, and the suite's test database is shared by the
+    # tests that count revisions.
+    env = {"GOMODEL_AUTH": "open", "GOMODEL_MASTER_KEY": ""}
+    with fresh_database("open_mode") as url, run_gateway(tmp_path, {**env, "DATABASE_URL": url}) as gateway:
         base = gateway.base_url
         sdk = openai.OpenAI(base_url=f"{base}/v1", api_key="unused", max_retries=0)
         with pytest.raises(openai.NotFoundError):  # served: the model is unknown to this configuration
