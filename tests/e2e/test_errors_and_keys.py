@@ -182,4 +182,4 @@ def test_the_master_key_and_a_restricted_key(keyed: tuple[Gateway, str]) -> None
     assert response.status_code == 403
     assert anthropic_error(response)["type"] == "permission_error"
     models = httpx2.get(gateway.base_url + "/v1/models", headers={"Authorization": f"Bearer {restricted}"}).json()
-    assert [m["id"] for m in models["data"]] == ["oa/oa-model"]
+    assert [m["id"] for m in models["data"]] == ["oa/oa-model", "oa--oa-model"]  # and its slash-free alias

@@ -307,15 +307,26 @@ def test_a_stream_cut_after_the_first_byte_ends_with_an_error_event(fault_gatewa
     assert attempts_of(revision) == [("ca-a", "stream_cut", "gave_up", "not_run")]
 
 
-def test_a_401_cools_the_target_for_the_maximum(fault_gateway: Gateway, sim) -> None:  # type: ignore[no-untyped-def]
-    sim.set_fault("au-a", {"kind": "status", "status": 401, "times": 1})
-    response = chat(fault_gateway, "au-pool")
-    assert served_by(response) == (200, "au-b", 2)
-    explained = httpx2.post(f"{fault_gateway.base_url}/v1/routing/explain",
-                            json={"model": "au-pool", "messages": [{"role": "user", "content": "x"}]}).json()
-    states = {c["target"]: c for c in explained["selections"][0]["candidates"]}
-    assert states["au-a"]["status"] == "cooling"
-    assert states["au-a"]["cooldown_until"] - time.time() > 3.0  # the maximum (4s), not the base (1s)
+def test_a_401_the_gateways_own_probe_confirms_cools_the_target_for_the_maximum(  # type: ignore[no-untyped-def]
+        fault_gateway: Gateway, sim) -> None:
+    # The request sees the 401; the immediate probe with the gateway's own credentials sees it again and confirms
+    # it, so the lockout holds for every caller.
+    sim.set_fault("au-a", {"kind": "status", "status": 401, "times": 50})
+    try:
+        response = chat(fault_gateway, "au-pool")
+        assert served_by(response) == (200, "au-b", 2)
+        deadline = time.monotonic() + 10
+        while True:
+            explained = httpx2.post(f"{fault_gateway.base_url}/v1/routing/explain",
+                                    json={"model": "au-pool", "messages": [{"role": "user", "content": "x"}]}).json()
+            states = {c["target"]: c for c in explained["selections"][0]["candidates"]}
+            if states["au-a"]["status"] == "cooling" or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert states["au-a"]["status"] == "cooling"
+        assert states["au-a"]["cooldown_until"] - time.time() > 3.0  # the maximum (4s), not the base (1s)
+    finally:
+        sim.clear_faults("au-a")
 
 
 def test_a_slow_target_gets_little_traffic_but_not_none(fault_gateway: Gateway, sim) -> None:  # type: ignore[no-untyped-def]
