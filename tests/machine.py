@@ -3,8 +3,8 @@
 The README's test command must work on a fresh Debian machine, so the run installs what it needs instead of
 skipping: Chromium for the browser tests (Playwright drives it; it never downloads a browser of its own) and
 HAProxy for the deploy and cluster tests, and the servers of PostgreSQL, Redis and RabbitMQ that
-tests/services.py starts when they are not listening. A package already present is left alone; without root or apt-get the
-run fails with the command that would install it.
+tests/services.py starts when they are not listening. A package already present is left alone; without root or
+apt-get the run fails with the command that would install it.
 """
 
 from __future__ import annotations

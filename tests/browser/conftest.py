@@ -2,7 +2,8 @@
 
 The gateway runs under granian after ``collectstatic`` (into a folder of the test's own), with a superuser
 and an auditor (a staff user in the ``auditors`` group). The browser is Debian's ``chromium`` package driven by
-Playwright: the test run installs it when it is missing (tests/machine.py); Playwright never downloads a browser of its own here.
+Playwright: the test run installs it when it is missing (tests/machine.py); Playwright never downloads a
+browser of its own here.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
 @pytest.fixture(scope="package")
 def browser() -> Iterator[Browser]:
     if not CHROMIUM.exists():
-        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium package (the test run installs it, tests/machine.py)")
+        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium package (tests/machine.py does when it can)")
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         yield browser
