@@ -48,11 +48,11 @@ from routing.core.answer import Usage  # noqa: E402
 from routing.core.table import ModelSpec  # noqa: E402
 from routing.core.validate import ValidationRules, validate_answer  # noqa: E402
 from routing.gateway.attempt import model_cost  # noqa: E402
-from routing.gateway.json_schema import validate_instance  # noqa: E402
 from routing.gateway.responses import RelayStream  # noqa: E402
 from routing.providers import StreamTranslator, get_adapter  # noqa: E402
 from routing.providers.base import client_wants_usage  # noqa: E402
 from routing.providers.errors import Inbound  # noqa: E402
+from routing.schema.engine import validate_instance  # noqa: E402
 from routing.simulator.compose import compose_reply  # noqa: E402
 from routing.simulator.config import load_config  # noqa: E402
 from routing.simulator.wire.anthropic import AnthropicWire  # noqa: E402

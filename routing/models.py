@@ -27,6 +27,7 @@ from routing.core.probes import mode_problem
 from routing.core.table import CAPABILITIES, ENDPOINTS, PROVIDER_KINDS, STRATEGIES
 from routing.providers.anthropic_adapter import beta_names_problem
 from routing.providers.openai_presets import PRESETS
+from routing.schema.engine import schema_problems
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,199}$")
 MODALITIES = ("text", "image", "audio", "file")
@@ -154,8 +155,6 @@ def validate_json_schema(value: object) -> None:
         return
     if not isinstance(value, dict):
         raise ValidationError("A JSON schema must be an object.", code="invalid_value")
-    from routing.gateway.json_schema import schema_problems
-
     problems = schema_problems(value)
     if problems:
         raise ValidationError(f"Invalid JSON schema: {problems[0]}", code="invalid_value")

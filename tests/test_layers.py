@@ -34,6 +34,9 @@ RULES = (
     Rule("routing.core", IO_FRAMEWORKS + IO_STDLIB + ("audit",), allowed_project=("routing.core",)),
     Rule("routing.providers", IO_FRAMEWORKS + ("audit",), allowed_project=("routing.core", "routing.providers")),
     Rule("routing.simulator", ("audit",), allowed_project=("routing.simulator",)),
+    Rule("routing.schema", ("django", "audit"), allowed_project=("routing.schema",)),
+    # The config models sit below the request path: they may use the core, the schema engine and the config.
+    Rule("routing.models", ("routing.gateway", "routing.api", "routing.clients", "routing.ops")),
     Rule("routing.clients", ("routing.gateway", "routing.api", "routing.config", "routing.ops", "audit"),
          no_function_imports=True),
     Rule("routing.config", ("routing.gateway", "routing.api")),

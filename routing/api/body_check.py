@@ -18,8 +18,8 @@ import orjson
 from django.conf import settings
 
 from routing.gateway.gateway_error import GatewayError
-from routing.gateway.schema_patterns import pattern_problems
 from routing.providers.errors import Inbound
+from routing.schema.patterns import pattern_problems
 
 # Objects and arrays inside one another, the body itself being the first. Far more than any request needs
 # (a tool schema 25 levels deep fits) and far less than what makes Python's recursion run out downstream.
@@ -249,7 +249,7 @@ def nesting_error() -> GatewayError:
 def check_tool_schemas(body: dict[str, Any]) -> None:
     """Raise GatewayError(400) naming the tool whose parameter schema has a pattern RE2 cannot run.
 
-    Tool calls are validated against these schemas, with patterns on RE2 (routing/gateway/json_schema.py);
+    Tool calls are validated against these schemas, with patterns on RE2 (routing/schema/engine.py);
     refused here, before any upstream call, the client hears which tool and which pattern.
     """
     for field in ("tools", "functions"):

@@ -35,7 +35,7 @@ from routing.core.outcome import AttemptOutcome, ErrorClass
 from routing.core.requirements import DeclaredTool, ToolChoice
 
 # (schema, instance) -> problems, empty when the instance is valid. The jsonschema-backed one lives in
-# routing.gateway.json_schema; core stays stdlib-only. Problems must not quote the instance (it is model output).
+# routing.schema.engine; core stays stdlib-only. Problems must not quote the instance (it is model output).
 SchemaValidator = Callable[[Mapping[str, Any], Any], list[str]]
 # An operator's workload check: None when the answer is acceptable, else why not.
 AnswerCheck = Callable[[Answer], str | None]

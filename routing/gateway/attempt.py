@@ -24,7 +24,6 @@ from routing.core.outcome import AttemptOutcome, ErrorClass, ended_by_client_dea
 from routing.core.provider_limits import QuotaTicket, estimated_usage
 from routing.core.table import ModelSpec, ProviderSpec
 from routing.core.validate import ValidationRules, Verdict, validate_answer
-from routing.gateway.json_schema import validate_instance
 from routing.providers import MalformedResponse, StreamTranslator, get_adapter
 from routing.providers.embeddings import build_embeddings_request, parse_embeddings_response
 from routing.providers.errors import Inbound
@@ -34,6 +33,7 @@ from routing.providers.responses_calls import (
     parse_responses_answer,
     responses_stream_translator,
 )
+from routing.schema.engine import validate_instance
 
 MAX_ERROR_BODY_BYTES = 64 * 1024
 

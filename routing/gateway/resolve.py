@@ -15,8 +15,8 @@ from routing.core.contracts import EffectiveContract, effective_contract
 from routing.core.names import did_you_mean
 from routing.core.requirements import requirements_from_features
 from routing.gateway.gateway_error import GatewayError
-from routing.gateway.json_schema import schema_is_compiled, schema_problems
 from routing.gateway.records import Call
+from routing.schema.engine import schema_is_compiled, schema_problems
 
 WORKLOAD_HEADER = "x-gomodel-workload"
 

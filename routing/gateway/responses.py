@@ -25,13 +25,13 @@ from routing.core.table import ModelSpec
 from routing.core.validate import ValidationRules, validate_answer
 from routing.gateway import audit_handoff, governance, stored_responses
 from routing.gateway.attempt import AttemptResult, LiveStream, model_cost, used_tokens
-from routing.gateway.json_schema import validate_instance
 from routing.gateway.planning import TARGET_PIN_NAMESPACE
 from routing.gateway.records import AttemptRecord, Call, Journey
 from routing.gateway.state import state
 from routing.ops import metrics
 from routing.providers import MalformedResponse
 from routing.providers.anthropic_adapter import dropped_betas_header
+from routing.schema.engine import validate_instance
 
 MAX_REPLAY_BYTES = 1024 * 1024  # a streamed answer larger than this is not kept for idempotent repeats
 _background: set[asyncio.Task[None]] = set()  # pin writes that need not delay the response

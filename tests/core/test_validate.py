@@ -13,7 +13,7 @@ from routing.core.outcome import ErrorClass
 from routing.core.requirements import DeclaredTool, Requirements
 from routing.core.table import ContractSpec
 from routing.core.validate import ValidationRules, Verdict, validate_answer
-from routing.gateway.json_schema import validate_instance
+from routing.schema.engine import validate_instance
 
 INVOICE = {
     "type": "object",

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from routing.gateway.json_schema import SchemaCache, schema_key, schema_problems, validate_instance
+from routing.schema.engine import SchemaCache, schema_key, schema_problems, validate_instance
 
 INVOICE = {
     "type": "object",

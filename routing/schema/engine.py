@@ -9,7 +9,7 @@ The dialect is the schema's ``$schema`` (Draft 2020-12 when absent). ``format`` 
 operator check for that). References resolve only inside the schema: nothing is fetched from the network,
 and not even the dialects' meta-schemas are reachable (jsonschema's default registry would fetch a remote
 ``$ref`` with a blocking ``urlopen``). Patterns run on RE2 and each validation has a work budget
-(``schema_keywords``), because the schema is the client's and the instance the model's.
+(``routing.schema.keywords``), because the schema is the client's and the instance the model's.
 Problem messages name a JSON path and the schema keyword that failed, never a value from the instance,
 because the instance is model output and the messages go to the audit log.
 """
@@ -30,11 +30,11 @@ from jsonschema.exceptions import SchemaError, ValidationError
 from jsonschema.protocols import Validator
 from referencing.exceptions import Unresolvable
 
-from routing.gateway.schema_keywords import ValidationTooCostly, bounded, metered
-from routing.gateway.schema_patterns import pattern_problems
+from routing.schema.keywords import ValidationTooCostly, bounded, metered
+from routing.schema.patterns import pattern_problems
 
 MAX_PROBLEMS = 5
-# Steps one validation may take (schema_keywords): a step is one to two microseconds here, so a few tenths
+# Steps one validation may take (routing.schema.keywords): a step is one to two microseconds here, so a few tenths
 # of a second of CPU at most; a structured answer of 1,500 rows of ten fields needs about 170,000.
 VALIDATION_BUDGET = 200_000
 

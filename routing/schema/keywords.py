@@ -3,7 +3,7 @@
 A client writes the schema (``response_format``, tool parameters) and a model writes the instance, so
 neither the size of the work nor its shape is ours to choose. Two things make it bounded:
 
-* ``pattern``, ``patternProperties`` and ``additionalProperties`` match with RE2 (``schema_patterns``),
+* ``pattern``, ``patternProperties`` and ``additionalProperties`` match with RE2 (``routing.schema.patterns``),
   in time linear in the text; ``uniqueItems`` hashes the items instead of comparing every pair.
 * A deterministic work budget: each subschema evaluation costs one step plus the keys and the entries of
   its keyword values it iterates, and the keywords that scan the instance (its items, its properties,
@@ -28,7 +28,7 @@ from jsonschema import validators
 from jsonschema.exceptions import ValidationError
 from jsonschema.protocols import Validator
 
-from routing.gateway import schema_patterns
+from routing.schema import patterns as schema_patterns
 
 Keyword = Callable[[Any, Any, Any, Mapping[str, Any]], Any]
 
