@@ -82,7 +82,8 @@ def revision_snapshot() -> dict[str, Any]:
     changes what the gateway serves, so the history shows it: each key by name with its team, models, limits,
     expiry and revocation. Neither the secret's hash nor its prefix is recorded.
     """
-    from routing.config.file import dump_config
+    # The dump module itself, not the package: the package imports apply, which imports this module.
+    from routing.config.file.dump import dump_config
 
     snapshot = dump_config()
     keys = gateway_key_entries()

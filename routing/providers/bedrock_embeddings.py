@@ -19,7 +19,6 @@ no API key header when SigV4 signs it, see bedrock_adapter).
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from routing.core.answer import Usage
@@ -27,6 +26,7 @@ from routing.core.embeddings import EmbeddingsRequest
 from routing.core.table import ModelSpec, ProviderSpec
 from routing.providers.base import UpstreamRequest
 from routing.providers.bedrock_adapter import bedrock_headers, model_url
+from routing.providers.embedding_vectors import finite_vector
 from routing.providers.errors import CapabilityError, MalformedResponse
 
 COHERE_MAX_TEXTS = 96  # Cohere Embed's own limit per call
@@ -105,18 +105,10 @@ def bedrock_vectors(data: Any, count: int) -> tuple[list[list[float]], Usage | N
         tokens = data.get("inputTextTokenCount")
         usage = Usage(input_tokens=tokens) if isinstance(tokens, int) and not isinstance(tokens, bool) \
             and tokens >= 0 else None
-        return [_numbers(vector, "embedding")], usage
+        return [finite_vector(vector, "embedding")], usage
     vectors = data.get("embeddings")
     if isinstance(vectors, dict):  # embedding_types asked for: {"float": [...]}
         vectors = vectors.get("float")
     if not isinstance(vectors, list) or len(vectors) != count or not all(isinstance(v, list) for v in vectors):
         raise MalformedResponse(f"the upstream returned no list of {count} embeddings")
-    return [_numbers(vector, f"embeddings[{i}]") for i, vector in enumerate(vectors)], None
-
-
-def _numbers(value: Any, where: str) -> list[float]:
-    """The vector, once every entry is a finite number (as embeddings._vector checks the other formats')."""
-    if not isinstance(value, list) or not value or not all(type(x) in (int, float) for x in value) \
-            or not math.isfinite(sum(value)):
-        raise MalformedResponse(f"{where} is not a list of finite numbers")
-    return value
+    return [finite_vector(vector, f"embeddings[{i}]") for i, vector in enumerate(vectors)], None

@@ -21,6 +21,7 @@ from routing.core.answer import Usage
 from routing.core.embeddings import EmbeddingsRequest
 from routing.core.table import ModelSpec, ProviderSpec
 from routing.providers.base import UpstreamRequest, join_url
+from routing.providers.embedding_vectors import finite_vector
 from routing.providers.errors import CapabilityError, MalformedResponse
 
 DEFAULT_INPUT_TYPE = "search_document"
@@ -53,14 +54,11 @@ def cohere_embeddings_request(provider: ProviderSpec, model: ModelSpec, request:
 
 def cohere_embeddings_vectors(data: Any, count: int) -> tuple[list[list[float]], Usage | None]:
     """The vectors in input order and the billed input tokens (None when the answer carries no count)."""
-    # The shared check of every float; imported here because embeddings.py registers this module's functions.
-    from routing.providers.embeddings import _vector
-
     embeddings = data.get("embeddings") if isinstance(data, dict) else None
     floats = embeddings.get("float") if isinstance(embeddings, dict) else None
     if not isinstance(floats, list) or len(floats) != count:
         raise MalformedResponse(f"the upstream returned no list of {count} float embeddings")
-    vectors = [_vector(vector, f"embeddings.float[{i}]") for i, vector in enumerate(floats)]
+    vectors = [finite_vector(vector, f"embeddings.float[{i}]") for i, vector in enumerate(floats)]
     meta = data.get("meta")
     billed = meta.get("billed_units") if isinstance(meta, dict) else None
     tokens = billed.get("input_tokens") if isinstance(billed, dict) else None

@@ -27,7 +27,6 @@ Upstreams are always asked for floats; a client that wants ``base64`` gets the f
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +39,7 @@ from routing.providers.azure_adapter import DEFAULT_API_VERSION
 from routing.providers.base import UpstreamRequest, join_url, load_json_body
 from routing.providers.bedrock_embeddings import bedrock_embeddings_request, bedrock_vectors
 from routing.providers.cohere_embeddings import cohere_embeddings_request, cohere_embeddings_vectors
+from routing.providers.embedding_vectors import finite_vector
 from routing.providers.errors import CapabilityError, MalformedResponse
 from routing.providers.openai_presets import PRESETS
 from routing.providers.vertex_embeddings import vertex_embeddings_request, vertex_embeddings_vectors
@@ -115,21 +115,6 @@ def _gemini_request(provider: ProviderSpec, model: ModelSpec, request: Embedding
     return UpstreamRequest("POST", url, headers, {"requests": entries})
 
 
-_NUMBERS = frozenset({int, float})  # JSON numbers; ``type() in``, not isinstance: a bool is not a number here
-
-
-def _vector(value: Any, where: str) -> list[float]:
-    """The vector as it came, once every entry is a finite number (this runs over every float of the answer).
-
-    The sum is finite exactly when every entry is (an infinity or a NaN carries through; unit-length
-    vectors cannot overflow), which costs one C loop instead of a check per entry.
-    """
-    if type(value) is not list or not value or not all(type(x) in _NUMBERS for x in value) \
-            or not math.isfinite(sum(value)):
-        raise MalformedResponse(f"{where} is not a list of finite numbers")
-    return value
-
-
 def _openai_vectors(data: Any, count: int) -> tuple[list[list[float]], Usage | None]:
     items = data.get("data") if isinstance(data, dict) else None
     if not isinstance(items, list) or len(items) != count:
@@ -141,7 +126,7 @@ def _openai_vectors(data: Any, count: int) -> tuple[list[list[float]], Usage | N
         index = item.get("index", position)
         if not isinstance(index, int) or not 0 <= index < count or vectors[index] is not None:
             raise MalformedResponse("an embedding's index is missing, repeated or out of range")
-        vectors[index] = _vector(item.get("embedding"), f"data[{position}].embedding")
+        vectors[index] = finite_vector(item.get("embedding"), f"data[{position}].embedding")
     usage = data.get("usage")
     if not isinstance(usage, dict) or not isinstance(usage.get("prompt_tokens"), int):
         return [v for v in vectors if v is not None], None
@@ -152,7 +137,7 @@ def _gemini_vectors(data: Any, count: int) -> tuple[list[list[float]], Usage | N
     items = data.get("embeddings") if isinstance(data, dict) else None
     if not isinstance(items, list) or len(items) != count:
         raise MalformedResponse(f"the upstream returned no list of {count} embeddings")
-    vectors = [_vector(item.get("values") if isinstance(item, dict) else None, f"embeddings[{i}].values")
+    vectors = [finite_vector(item.get("values") if isinstance(item, dict) else None, f"embeddings[{i}].values")
                for i, item in enumerate(items)]
     return vectors, None  # batchEmbedContents reports no token counts
 

@@ -17,6 +17,7 @@ from routing.core.answer import Usage
 from routing.core.embeddings import EmbeddingsRequest
 from routing.core.table import ModelSpec, ProviderSpec
 from routing.providers.base import UpstreamRequest
+from routing.providers.embedding_vectors import finite_vector
 from routing.providers.errors import CapabilityError, MalformedResponse
 from routing.providers.vertex_adapter import bearer_headers, publisher_url
 
@@ -39,9 +40,6 @@ def vertex_embeddings_request(provider: ProviderSpec, model: ModelSpec, request:
 
 def vertex_embeddings_vectors(data: Any, count: int) -> tuple[list[list[float]], Usage | None]:
     """The vectors in input order and the summed token counts (None when any prediction lacks its count)."""
-    # The shared check of every float; imported here because embeddings.py registers this module's functions.
-    from routing.providers.embeddings import _vector
-
     predictions = data.get("predictions") if isinstance(data, dict) else None
     if not isinstance(predictions, list) or len(predictions) != count:
         raise MalformedResponse(f"the upstream returned no list of {count} predictions")
@@ -52,7 +50,7 @@ def vertex_embeddings_vectors(data: Any, count: int) -> tuple[list[list[float]],
         embeddings = prediction.get("embeddings") if isinstance(prediction, dict) else None
         if not isinstance(embeddings, dict):
             raise MalformedResponse(f"predictions[{i}] has no embeddings")
-        vectors.append(_vector(embeddings.get("values"), f"predictions[{i}].embeddings.values"))
+        vectors.append(finite_vector(embeddings.get("values"), f"predictions[{i}].embeddings.values"))
         statistics = embeddings.get("statistics")
         count_value = statistics.get("token_count") if isinstance(statistics, dict) else None
         # Vertex writes the count as a JSON number that may carry a fraction part (7.0); a bool is no count.
