@@ -26,6 +26,7 @@ import contextlib
 import datetime as dt
 import logging
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +44,7 @@ log = logging.getLogger("gomodel.responses")
 LEGACY_GRACE_S = 3600.0  # after this version's migration, old processes of a rolling upgrade may still make ids
 MAX_TURNS = 1000  # the most responses one stored conversation may chain; bounds the read of a chain
 PENDING_WAIT_S = 1.5  # how long a follow-up waits for this process's own write of the response it names
+MAX_ITEM_ID = StoredResponseItem._meta.get_field("item_id").max_length or 200  # longer ids are never indexed
 FIRST_REREAD_S = 0.025  # the first pause before looking again for another process's row; each pause doubles
 
 _pending: dict[tuple[str, str], asyncio.Task[None]] = {}  # writes under way here, by (key scope, response id)
@@ -106,17 +108,19 @@ def _save(response_id: str, key_scope: str, model: str, instructions: str | None
             expires_at=created + dt.timedelta(seconds=settings.GOMODEL_RESPONSES_RETENTION),
             previous_response_id=previous_response_id, root_response_id=root,
         )
-        # A provider that repeats an item id within one key: the first turn that had it keeps it.
+        # A provider that repeats an item id within one key: the first turn that had it keeps it. An id longer
+        # than the column (no provider's is) is not indexed rather than cut, so it can never name another item.
         StoredResponseItem.objects.bulk_create(
-            [StoredResponseItem(item_id=item_id[:200], key_scope=key_scope, response=row, position=position)
-             for item_id, position in item_positions], ignore_conflicts=True)
+            [StoredResponseItem(item_id=item_id, key_scope=key_scope, response=row, position=position)
+             for item_id, position in item_positions if len(item_id) <= MAX_ITEM_ID], ignore_conflicts=True)
 
 
 def _load_items(item_ids: list[str], key_scope: str) -> dict[str, dict[str, Any] | None]:
     """The stored output items of these ids that this scope may use (its own, their turn not expired), each the
     item that carries it into a next turn or None for one that carries nothing; one query."""
+    indexable = [item_id for item_id in item_ids if len(item_id) <= MAX_ITEM_ID]
     rows = (StoredResponseItem.objects
-            .filter(key_scope=key_scope, item_id__in=item_ids, response__expires_at__gt=dt.datetime.now(tz=dt.UTC))
+            .filter(key_scope=key_scope, item_id__in=indexable, response__expires_at__gt=dt.datetime.now(tz=dt.UTC))
             .values_list("item_id", "position", "response__output_items"))
     found: dict[str, dict[str, Any] | None] = {}
     for item_id, position, output_items in rows:
@@ -227,14 +231,15 @@ async def load(response_id: str, *, key_scope: str, wait_s: float = 0.0) -> Conv
     return found
 
 
-async def load_items(item_ids: list[str], *, key_scope: str, wait_s: float = 0.0) -> dict[str, dict[str, Any] | None]:
+async def load_items(item_ids: list[str], *, key_scope: str, reread: Collection[str] = (),
+                     wait_s: float = 0.0) -> dict[str, dict[str, Any] | None]:
     """The stored output items of these ids for this key (``_load_items``); an id unknown to it, foreign or expired
     is not in the answer.
 
     Item ids say nothing of the turn they belong to, so every write of this key's turns under way here is waited
-    for first (at most ``PENDING_WAIT_S`` in all); with ``wait_s``, ids not found are looked for again, with pauses
-    that double, until ``wait_s`` has passed (another process may still be writing their turn).
-    StoreUnavailable when the database does not answer.
+    for first (at most ``PENDING_WAIT_S`` in all). Ids in ``reread`` not found are looked for again, with pauses
+    that double, until ``wait_s`` has passed: the caller names only ids whose turn another process may still be
+    writing, so an id nobody wrote costs one read. StoreUnavailable when the database does not answer.
     """
     pending = [task for (scope, _), task in list(_pending.items()) if scope == key_scope]
     if pending:  # asyncio.wait neither raises nor cancels: past the bound, the read below decides
@@ -244,7 +249,7 @@ async def load_items(item_ids: list[str], *, key_scope: str, wait_s: float = 0.0
         found = await read(item_ids, key_scope)
         give_up = time.monotonic() + wait_s
         pause = FIRST_REREAD_S
-        missing = [item_id for item_id in item_ids if item_id not in found]
+        missing = [item_id for item_id in item_ids if item_id not in found and item_id in reread]
         while missing:
             left = give_up - time.monotonic()
             if left <= 0:
