@@ -26,7 +26,7 @@ import contextlib
 import datetime as dt
 import logging
 import time
-from collections.abc import Collection
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -231,36 +231,48 @@ async def load(response_id: str, *, key_scope: str, wait_s: float = 0.0) -> Conv
     return found
 
 
-async def load_items(item_ids: list[str], *, key_scope: str, reread: Collection[str] = (),
+async def load_items(item_ids: list[str], *, key_scope: str, reread: Mapping[str, str] | None = None,
                      wait_s: float = 0.0) -> dict[str, dict[str, Any] | None]:
     """The stored output items of these ids for this key (``_load_items``); an id unknown to it, foreign or expired
     is not in the answer.
 
     Item ids say nothing of the turn they belong to, so every write of this key's turns under way here is waited
-    for first (at most ``PENDING_WAIT_S`` in all). Ids in ``reread`` not found are looked for again, with pauses
-    that double, until ``wait_s`` has passed: the caller names only ids whose turn another process may still be
-    writing, so an id nobody wrote costs one read. StoreUnavailable when the database does not answer.
+    for first (at most ``PENDING_WAIT_S`` in all). ``reread`` names the ids whose turn another process may still be
+    writing, each with the id of its response: one not found is looked for again, with pauses that double, until
+    ``wait_s`` has passed or its response's row is there (a turn and its items are written together, so an item
+    missing from a written turn never comes). Any other id not found costs that one read.
+    StoreUnavailable when the database does not answer.
     """
     pending = [task for (scope, _), task in list(_pending.items()) if scope == key_scope]
     if pending:  # asyncio.wait neither raises nor cancels: past the bound, the read below decides
         await asyncio.wait(pending, timeout=PENDING_WAIT_S)
-    read = in_db_thread(_load_items)
+    reread = reread or {}
     try:
-        found = await read(item_ids, key_scope)
+        found = await in_db_thread(_load_items)(item_ids, key_scope)
         give_up = time.monotonic() + wait_s
         pause = FIRST_REREAD_S
-        missing = [item_id for item_id in item_ids if item_id not in found and item_id in reread]
+        missing = {item_id: reread[item_id] for item_id in item_ids if item_id not in found and item_id in reread}
         while missing:
+            more, written = await in_db_thread(_reread)(missing, key_scope)
+            found.update(more)
+            missing = {item_id: response_id for item_id, response_id in missing.items()
+                       if item_id not in found and response_id not in written}
             left = give_up - time.monotonic()
-            if left <= 0:
+            if not missing or left <= 0:
                 break
             await asyncio.sleep(min(pause, left))
             pause *= 2
-            found.update(await read(missing, key_scope))
-            missing = [item_id for item_id in missing if item_id not in found]
     except DatabaseError as exc:
         raise StoreUnavailable(type(exc).__name__) from None
     return found
+
+
+def _reread(missing: Mapping[str, str], key_scope: str) -> tuple[dict[str, dict[str, Any] | None], set[str]]:
+    """The items of ``missing`` found now, and which of their responses are written. The responses are read
+    first: a turn written by then has its items in the read that follows."""
+    written = set(StoredResponse.objects.filter(key_scope=key_scope, response_id__in=set(missing.values()))
+                  .values_list("response_id", flat=True))
+    return _load_items(list(missing), key_scope), written
 
 
 async def legacy_ids_until() -> float:

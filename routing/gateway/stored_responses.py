@@ -18,9 +18,10 @@ The output items of a stored response are kept by id too: a request's ``item_ref
 the items they name (``resolve_references``, one read for all of them), so the provider, which never stores
 anything for the gateway, receives the items themselves. An id not found is looked for again only when it may be
 in a turn another process is still writing: an item id the gateway made holds its response's id, so only one made
-for this key, in a response to be stored, moments ago. Any other id (made up, another key's, a provider's own)
-costs that one read and no waiting, so a caller cannot hold a request open, or make the database read again and
-again, with ids nobody wrote.
+for this key, in a response to be stored, moments ago, and only until that response's row is there (its items are
+written with it). Any other id (made up, another key's, a provider's own, one of a turn already written) costs a
+read or two and no waiting, so a caller cannot hold a request open, or make the database read again and again,
+with ids nobody wrote.
 
 Following OpenAI, a stored response's ``instructions`` are not carried into the next turn: a request that wants
 them sends them again.
@@ -111,9 +112,8 @@ async def resolve_references(items: list[dict[str, Any]], *, key_scope: int | st
         return items
     scope = str(key_scope)
     try:
-        found = await responses_store.load_items(
-            wanted, key_scope=scope, reread={item for item in wanted if _may_be_on_its_way(item, scope)},
-            wait_s=WAIT_S)
+        reread = {item: response_id for item in wanted if (response_id := _on_its_way(item, scope)) is not None}
+        found = await responses_store.load_items(wanted, key_scope=scope, reread=reread, wait_s=WAIT_S)
     except responses_store.StoreUnavailable:
         raise _store_unavailable("input") from None
     resolved: list[dict[str, Any]] = []
@@ -130,14 +130,14 @@ async def resolve_references(items: list[dict[str, Any]], *, key_scope: int | st
     return resolved
 
 
-def _may_be_on_its_way(item: str, scope: str) -> bool:
-    """Whether an item id not found may name an item of a turn another process is still writing: one the gateway
-    made for this key, in a response to be stored, in the last ``FRESH_S``."""
+def _on_its_way(item: str, scope: str) -> str | None:
+    """The response whose turn an item id not found may still be on its way in from another process, or None: an
+    id the gateway made for this key, in a response to be stored, in the last ``FRESH_S``."""
     response_id = response_id_of_item(item)
     info = read_response_id(response_id, scope=scope, keys=id_keys()) if response_id is not None else None
     if info is None or info.legacy or not info.stored:
-        return False
-    return -CLOCK_SKEW_S <= time.time() - info.created_unix < FRESH_S
+        return None
+    return response_id if -CLOCK_SKEW_S <= time.time() - info.created_unix < FRESH_S else None
 
 
 def remember(call: Call, journey: Journey) -> None:

@@ -35,6 +35,7 @@ simulator, sim, fresh_state = support.simulator, support.sim, support.fresh_stat
 database_unreachable = unreachable_database.database_unreachable
 
 ITEMS = "routing_storedresponseitem"
+STORE = "routing_storedresponse"  # the turns' table, and the items' too (its name is the start of theirs)
 # An OpenAI-kind model (its own Responses API: the simulator's item ids come through) and an Anthropic-kind one
 # (translated: the gateway makes the item ids).
 KINDS = [("primary", "primary"), ("claude", "claude-sim")]
@@ -296,8 +297,22 @@ def test_an_id_nobody_wrote_costs_one_read_and_no_wait(sim: SimulatorServer, tab
         assert len(statements.reads) == 1, what
     with statements_on(ITEMS) as statements:
         refused_as_unknown(one(table, {"model": "primary", "input": [ref(mine_fresh)]}, key=ALICE), "input[0].id")
-    assert len(statements.reads) > 1
+    assert len(statements.reads) > 2  # looked for again and again: its turn is nowhere
     assert sim.received() == []
+
+
+def test_an_id_made_up_for_a_turn_already_written_is_not_waited_for(sim: SimulatorServer,
+                                                                      table: RoutingTable) -> None:
+    """A genuine response id with a suffix of the caller's own: its turn is written, and its items with it, so
+    the id is refused once the turn's row is seen, however many times it is sent."""
+    [message] = of_type(one(table, {"model": "claude", "input": "hi"}, key=ALICE), "message")  # written by now
+    made_up = message["id"][:-6] + ("000000" if not message["id"].endswith("000000") else "111111")
+    assert response_id_of_item(made_up) == response_id_of_item(message["id"])
+    with statements_on(STORE) as statements:
+        refused_as_unknown(one(table, {"model": "claude", "input": [ref(made_up)]}, key=ALICE), "input[0].id")
+    # The items; then the turn's row and the items once more (read in that order, so a turn written in between
+    # is found with its items): no pause, no further read.
+    assert len(statements.reads) == 3
 
 
 def test_a_reference_sent_at_once_waits_for_this_processs_write_of_its_turn(
