@@ -1,10 +1,11 @@
 """``item_reference`` with the real openai SDK through a running gateway, as the Vercel AI SDK sends it with its
 default ``store: true``: earlier output items named by their ids instead of sent whole.
 
-On an OpenAI-kind model (its own Responses API, the simulator's item ids passed on) and an Anthropic-kind one
-(translated, the gateway's item ids): turn 1 is stored, turn 2 sends a message, a function call (then its output)
-and Claude's signed reasoning by reference, JSON and streamed; the simulator receives the items themselves. A
-``store: false`` turn's items cannot be referenced, and neither can another key's, across two worker processes.
+On an OpenAI-kind model (its own Responses API, the simulator's item ids passed on), an Anthropic-kind one
+(translated, the gateway's item ids) and a Gemini-kind one (a message and a tool loop): turn 1 is stored, turn 2
+sends a message, a function call (then its output) and Claude's signed reasoning by reference, JSON and streamed;
+the simulator receives the items themselves. A ``store: false`` turn's items cannot be referenced, and neither
+can another key's, across two worker processes.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from tests.gateway_process import Gateway, run_gateway
 pytestmark = pytest.mark.services
 
 KINDS = [("oa/oa-model", "oa-model"), ("an/an-model", "an-model")]
+EVERY_KIND = [*KINDS, ("ge/ge-model", "ge-model")]  # Gemini's calls carry its thought signatures in their ids
 WEATHER: Any = {"type": "function", "name": "get_weather", "description": "The current weather of a city",
                 "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
 
@@ -63,7 +65,7 @@ def oai(open_gateway: Gateway, simulator: SimulatorServer) -> Iterator[openai.Op
         yield client
 
 
-@pytest.mark.parametrize(("model", "upstream"), KINDS)
+@pytest.mark.parametrize(("model", "upstream"), EVERY_KIND)
 def test_a_message_sent_back_by_reference_reaches_the_provider_whole(
         oai: openai.OpenAI, simulator: SimulatorServer, model: str, upstream: str) -> None:
     first = oai.responses.create(model=model, input="My name is Ada.")
@@ -79,7 +81,7 @@ def test_a_message_sent_back_by_reference_reaches_the_provider_whole(
     assert first.output_text in sent
 
 
-@pytest.mark.parametrize(("model", "upstream"), KINDS)
+@pytest.mark.parametrize(("model", "upstream"), EVERY_KIND)
 @pytest.mark.parametrize("streamed", [False, True], ids=["json", "stream"])
 def test_a_tool_loop_by_reference(oai: openai.OpenAI, simulator: SimulatorServer, model: str, upstream: str,
                                   streamed: bool) -> None:
@@ -100,10 +102,15 @@ def test_a_tool_loop_by_reference(oai: openai.OpenAI, simulator: SimulatorServer
     if upstream == "oa-model":
         assert body["input"][1] == {"type": "function_call", "call_id": call.call_id, "name": "get_weather",
                                     "arguments": call.arguments}
-    else:  # Anthropic's rules, enforced by the simulator: the tool_result answers the tool_use before it
+    elif upstream == "an-model":  # Anthropic's rules, enforced by the simulator: the tool_result answers its tool_use
         tool_use = body["messages"][1]["content"][-1]
         assert tool_use["type"] == "tool_use"
         assert body["messages"][2]["content"][0]["tool_use_id"] == tool_use["id"]
+    else:  # Gemini: the call, with the thought signature it issued, then the function's response
+        [part] = body["contents"][1]["parts"]
+        assert part["functionCall"]["name"] == "get_weather"
+        assert part.get("thoughtSignature")
+        assert body["contents"][2]["parts"][0]["functionResponse"]["name"] == "get_weather"
 
 
 def test_claudes_signed_reasoning_by_reference_keeps_thinking_on(oai: openai.OpenAI,
