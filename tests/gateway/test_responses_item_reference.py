@@ -329,3 +329,23 @@ def test_a_reference_sent_at_once_waits_for_this_processs_write_of_its_turn(
         follow = run(scenario())
     assert follow.status == 200, follow.body
     assert len(statements.reads) == 1
+
+
+def test_references_that_resolve_to_nothing_leave_nothing_to_answer(sim: SimulatorServer,
+                                                                     table: RoutingTable) -> None:
+    async def scenario() -> tuple[Reply, Reply, Reply]:
+        first = await ask(table, {"model": "claude", "input": "Think about Lima.", "reasoning": {"effort": "low"}},
+                          key=ALICE)
+        [reasoning] = of_type(first, "reasoning")  # carries nothing into a next turn
+        [message] = of_type(first, "message")
+        nothing = await ask(table, {"model": "claude", "input": [ref(reasoning)]}, key=ALICE)
+        twice = await ask(table, {"model": "primary", "input": [
+            ref(message), ref(message), {"role": "user", "content": "And Quito?"}]}, key=ALICE)
+        return first, nothing, twice
+
+    first, nothing, twice = run(scenario())
+    assert (nothing.status, nothing.error["param"], nothing.error["code"]) == (400, "input", "invalid_request")
+    assert twice.status == 200, twice.body  # the same item named twice is read once and sent as often as named
+    said = of_type(first, "message")[0]["content"][0]["text"]
+    assert [item.get("role") for item in sent_upstream(sim, "primary")["input"]] == ["assistant", "assistant", "user"]
+    assert json.dumps(sent_upstream(sim, "primary")["input"]).count(json.dumps(said)) == 2
