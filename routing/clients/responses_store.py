@@ -48,6 +48,7 @@ MAX_ITEM_ID = StoredResponseItem._meta.get_field("item_id").max_length or 200  #
 FIRST_REREAD_S = 0.025  # the first pause before looking again for another process's row; each pause doubles
 
 _pending: dict[tuple[str, str], asyncio.Task[None]] = {}  # writes under way here, by (key scope, response id)
+_rereading: set[str] = set()  # key scopes with a request looking for items again here (one at a time each)
 _legacy_ids_until: float | None = None  # read once per process: see legacy_ids_until
 _TURNS_MIGRATION = ("routing", "0016_stored_response_turns")
 
@@ -240,7 +241,8 @@ async def load_items(item_ids: list[str], *, key_scope: str, reread: Mapping[str
     for first (at most ``PENDING_WAIT_S`` in all). ``reread`` names the ids whose turn another process may still be
     writing, each with the id of its response: one not found is looked for again, with pauses that double, until
     ``wait_s`` has passed or its response's row is there (a turn and its items are written together, so an item
-    missing from a written turn never comes). Any other id not found costs that one read.
+    missing from a written turn never comes), by one request of a key at a time in this process (the others are
+    answered after their read). Any other id not found costs that one read.
     StoreUnavailable when the database does not answer.
     """
     pending = [task for (scope, _), task in list(_pending.items()) if scope == key_scope]
@@ -250,21 +252,34 @@ async def load_items(item_ids: list[str], *, key_scope: str, reread: Mapping[str
     try:
         found = await in_db_thread(_load_items)(item_ids, key_scope)
         give_up = time.monotonic() + wait_s
-        pause = FIRST_REREAD_S
         missing = {item_id: reread[item_id] for item_id in item_ids if item_id not in found and item_id in reread}
-        while missing:
-            more, written = await in_db_thread(_reread)(missing, key_scope)
-            found.update(more)
-            missing = {item_id: response_id for item_id, response_id in missing.items()
-                       if item_id not in found and response_id not in written}
-            left = give_up - time.monotonic()
-            if not missing or left <= 0:
-                break
-            await asyncio.sleep(min(pause, left))
-            pause *= 2
+        if not missing or key_scope in _rereading:  # one request of a key at a time waits here; others have read
+            return found
+        _rereading.add(key_scope)
+        try:
+            await _look_again(found, missing, key_scope, give_up)
+        finally:
+            _rereading.discard(key_scope)
     except DatabaseError as exc:
         raise StoreUnavailable(type(exc).__name__) from None
     return found
+
+
+async def _look_again(found: dict[str, dict[str, Any] | None], missing: dict[str, str], key_scope: str,
+                      give_up: float) -> None:
+    """Add to ``found`` the items of ``missing`` (item id -> its response id) as they arrive, until ``give_up``
+    (monotonic) or until each is found or its response's row is there without it."""
+    pause = FIRST_REREAD_S
+    while missing:
+        more, written = await in_db_thread(_reread)(missing, key_scope)
+        found.update(more)
+        missing = {item_id: response_id for item_id, response_id in missing.items()
+                   if item_id not in found and response_id not in written}
+        left = give_up - time.monotonic()
+        if not missing or left <= 0:
+            break
+        await asyncio.sleep(min(pause, left))
+        pause *= 2
 
 
 def _reread(missing: Mapping[str, str], key_scope: str) -> tuple[dict[str, dict[str, Any] | None], set[str]]:

@@ -9,6 +9,7 @@ A transactional test database: the store reads and writes in worker threads.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime as dt
 import json
@@ -17,8 +18,10 @@ from typing import Any
 
 import pytest
 
+from routing.clients import responses_store
 from routing.core.limits import Limits
 from routing.core.table import KeySpec, RoutingTable
+from routing.gateway import stored_responses
 from routing.gateway.stored_responses import issue_response_id
 from routing.models import StoredResponse, StoredResponseItem, hash_secret
 from routing.providers.responses_ids import item_id, response_id_of_item
@@ -349,3 +352,30 @@ def test_references_that_resolve_to_nothing_leave_nothing_to_answer(sim: Simulat
     said = of_type(first, "message")[0]["content"][0]["text"]
     assert [item.get("role") for item in sent_upstream(sim, "primary")["input"]] == ["assistant", "assistant", "user"]
     assert json.dumps(sent_upstream(sim, "primary")["input"]).count(json.dumps(said)) == 2
+
+
+def test_one_request_of_a_key_at_a_time_looks_again_in_a_process(sim: SimulatorServer, table: RoutingTable,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ids of a fresh response that is never written (a stream the client cut, say) are looked for by one request
+    of the key at a time: the others are answered after their read, and other keys are not held up."""
+    monkeypatch.setattr(stored_responses, "WAIT_S", 60.0)  # the first request is still looking when the rest come
+
+    def fresh(key: KeySpec) -> dict[str, Any]:
+        return ref(item_id("msg", issue_response_id(key_scope=key.id, stored=True, now_unix=time.time())))
+
+    async def scenario() -> tuple[Reply, bool]:
+        looking = asyncio.create_task(ask(table, {"model": "primary", "input": [fresh(ALICE)]}, key=ALICE))
+        await support.eventually(lambda: str(ALICE.id) in responses_store._rereading, what="the first looking again")
+        second = await ask(table, {"model": "primary", "input": [fresh(ALICE)]}, key=ALICE)
+        still_looking = not looking.done()
+        bobs = asyncio.create_task(ask(table, {"model": "primary", "input": [fresh(BOB)]}, key=BOB))
+        await support.eventually(lambda: str(BOB.id) in responses_store._rereading, what="another key looking")
+        for task in (looking, bobs):
+            task.cancel()
+        await asyncio.gather(looking, bobs, return_exceptions=True)
+        return second, still_looking
+
+    second, still_looking = run(scenario())
+    refused_as_unknown(second, "input[0].id")
+    assert still_looking  # answered while the first request of its key was looking again
+    assert responses_store._rereading == set()  # a cancelled request stops looking
