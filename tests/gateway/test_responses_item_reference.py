@@ -65,6 +65,16 @@ def of_type(reply: Reply, kind: str) -> list[dict[str, Any]]:
     return [item for item in reply.json()["output"] if item["type"] == kind]
 
 
+def output_of(reply: Reply) -> list[dict[str, Any]]:
+    """The output items of a JSON answer, or of a stream's ``response.completed``."""
+    assert reply.status == 200, reply.body
+    if reply.headers.get("Content-Type", "").startswith("text/event-stream"):
+        [completed] = [json.loads(event) for event in reply.events
+                       if json.loads(event).get("type") == "response.completed"]
+        return list(completed["response"]["output"])
+    return list(reply.json()["output"])
+
+
 def sent_upstream(sim: SimulatorServer, upstream: str) -> dict[str, Any]:
     body: dict[str, Any] = sim.received(upstream)[-1]["body"]
     return body
@@ -145,21 +155,23 @@ def test_a_tool_loop_sends_its_function_call_by_reference(
         assert body["messages"][2]["content"][0]["tool_use_id"] == tool_use["id"]
 
 
+@pytest.mark.parametrize("streamed", [False, True], ids=["json", "stream"])
 def test_claudes_signed_thinking_comes_back_by_reference_and_keeps_thinking_on(
-        sim: SimulatorServer, table: RoutingTable) -> None:
+        sim: SimulatorServer, table: RoutingTable, streamed: bool) -> None:
     thinking = {"model": "claude", "tools": [WEATHER], "reasoning": {"effort": "low"}}
 
-    async def scenario() -> tuple[Reply, Reply]:
-        first = await ask(table, {**thinking, "input": "Weather in Lima?"}, key=ALICE)  # thinking forces no tool
-        [reasoning] = of_type(first, "reasoning")
-        [call] = of_type(first, "function_call")
+    async def scenario() -> tuple[list[dict[str, Any]], Reply]:
+        first = await ask(table, {**thinking, "input": "Weather in Lima?", "stream": streamed}, key=ALICE)
+        output = output_of(first)
+        [reasoning] = [item for item in output if item["type"] == "reasoning"]
+        [call] = [item for item in output if item["type"] == "function_call"]
         follow = await ask(table, {**thinking, "input": [
             {"role": "user", "content": "Weather in Lima?"}, ref(reasoning), ref(call),
             {"type": "function_call_output", "call_id": call["call_id"], "output": "21 C"}]}, key=ALICE)
-        return first, follow
+        return output, follow
 
-    first, follow = run(scenario())
-    assert of_type(first, "reasoning")[0]["encrypted_content"]
+    output, follow = run(scenario())
+    assert next(item for item in output if item["type"] == "reasoning")["encrypted_content"]
     assert follow.status == 200, follow.body
     assert "X-GoModel-Thinking" not in follow.headers  # the signed block opened the tool turn again
     assistant = sent_upstream(sim, "claude-sim")["messages"][1]["content"]
