@@ -171,8 +171,9 @@ def _purge(batch_size: int) -> int:
             .values_list("root", flat=True).distinct()[:batch_size])
         if not roots:
             return deleted
-        count, _ = StoredResponse.objects.filter(Q(response_id__in=roots) | Q(root_response_id__in=roots)).delete()
-        deleted += count
+        # The turns' item index goes with them (on delete cascade); the count is of stored responses only.
+        _, by_model = StoredResponse.objects.filter(Q(response_id__in=roots) | Q(root_response_id__in=roots)).delete()
+        deleted += by_model.get(StoredResponse._meta.label, 0)
 
 
 async def _write(pending_key: tuple[str, str], *args: Any) -> None:
