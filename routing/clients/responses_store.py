@@ -26,6 +26,7 @@ import contextlib
 import datetime as dt
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,9 +44,11 @@ log = logging.getLogger("gomodel.responses")
 LEGACY_GRACE_S = 3600.0  # after this version's migration, old processes of a rolling upgrade may still make ids
 MAX_TURNS = 1000  # the most responses one stored conversation may chain; bounds the read of a chain
 PENDING_WAIT_S = 1.5  # how long a follow-up waits for this process's own write of the response it names
+MAX_ITEM_ID = StoredResponseItem._meta.get_field("item_id").max_length or 200  # longer ids are never indexed
 FIRST_REREAD_S = 0.025  # the first pause before looking again for another process's row; each pause doubles
 
 _pending: dict[tuple[str, str], asyncio.Task[None]] = {}  # writes under way here, by (key scope, response id)
+_rereading: set[str] = set()  # key scopes with a request looking for items again here (one at a time each)
 _legacy_ids_until: float | None = None  # read once per process: see legacy_ids_until
 _TURNS_MIGRATION = ("routing", "0016_stored_response_turns")
 
@@ -106,17 +109,19 @@ def _save(response_id: str, key_scope: str, model: str, instructions: str | None
             expires_at=created + dt.timedelta(seconds=settings.GOMODEL_RESPONSES_RETENTION),
             previous_response_id=previous_response_id, root_response_id=root,
         )
-        # A provider that repeats an item id within one key: the first turn that had it keeps it.
+        # A provider that repeats an item id within one key: the first turn that had it keeps it. An id longer
+        # than the column (no provider's is) is not indexed rather than cut, so it can never name another item.
         StoredResponseItem.objects.bulk_create(
-            [StoredResponseItem(item_id=item_id[:200], key_scope=key_scope, response=row, position=position)
-             for item_id, position in item_positions], ignore_conflicts=True)
+            [StoredResponseItem(item_id=item_id, key_scope=key_scope, response=row, position=position)
+             for item_id, position in item_positions if len(item_id) <= MAX_ITEM_ID], ignore_conflicts=True)
 
 
 def _load_items(item_ids: list[str], key_scope: str) -> dict[str, dict[str, Any] | None]:
     """The stored output items of these ids that this scope may use (its own, their turn not expired), each the
     item that carries it into a next turn or None for one that carries nothing; one query."""
+    indexable = [item_id for item_id in item_ids if len(item_id) <= MAX_ITEM_ID]
     rows = (StoredResponseItem.objects
-            .filter(key_scope=key_scope, item_id__in=item_ids, response__expires_at__gt=dt.datetime.now(tz=dt.UTC))
+            .filter(key_scope=key_scope, item_id__in=indexable, response__expires_at__gt=dt.datetime.now(tz=dt.UTC))
             .values_list("item_id", "position", "response__output_items"))
     found: dict[str, dict[str, Any] | None] = {}
     for item_id, position, output_items in rows:
@@ -166,8 +171,9 @@ def _purge(batch_size: int) -> int:
             .values_list("root", flat=True).distinct()[:batch_size])
         if not roots:
             return deleted
-        count, _ = StoredResponse.objects.filter(Q(response_id__in=roots) | Q(root_response_id__in=roots)).delete()
-        deleted += count
+        # The turns' item index goes with them (on delete cascade); the count is of stored responses only.
+        _, by_model = StoredResponse.objects.filter(Q(response_id__in=roots) | Q(root_response_id__in=roots)).delete()
+        deleted += by_model.get(StoredResponse._meta.label, 0)
 
 
 async def _write(pending_key: tuple[str, str], *args: Any) -> None:
@@ -227,35 +233,62 @@ async def load(response_id: str, *, key_scope: str, wait_s: float = 0.0) -> Conv
     return found
 
 
-async def load_items(item_ids: list[str], *, key_scope: str, wait_s: float = 0.0) -> dict[str, dict[str, Any] | None]:
+async def load_items(item_ids: list[str], *, key_scope: str, reread: Mapping[str, str] | None = None,
+                     wait_s: float = 0.0) -> dict[str, dict[str, Any] | None]:
     """The stored output items of these ids for this key (``_load_items``); an id unknown to it, foreign or expired
     is not in the answer.
 
     Item ids say nothing of the turn they belong to, so every write of this key's turns under way here is waited
-    for first (at most ``PENDING_WAIT_S`` in all); with ``wait_s``, ids not found are looked for again, with pauses
-    that double, until ``wait_s`` has passed (another process may still be writing their turn).
+    for first (at most ``PENDING_WAIT_S`` in all). ``reread`` names the ids whose turn another process may still be
+    writing, each with the id of its response: one not found is looked for again, with pauses that double, until
+    ``wait_s`` has passed or its response's row is there (a turn and its items are written together, so an item
+    missing from a written turn never comes), by one request of a key at a time in this process (the others are
+    answered after their read). Any other id not found costs that one read.
     StoreUnavailable when the database does not answer.
     """
     pending = [task for (scope, _), task in list(_pending.items()) if scope == key_scope]
     if pending:  # asyncio.wait neither raises nor cancels: past the bound, the read below decides
         await asyncio.wait(pending, timeout=PENDING_WAIT_S)
-    read = in_db_thread(_load_items)
+    reread = reread or {}
     try:
-        found = await read(item_ids, key_scope)
+        found = await in_db_thread(_load_items)(item_ids, key_scope)
         give_up = time.monotonic() + wait_s
-        pause = FIRST_REREAD_S
-        missing = [item_id for item_id in item_ids if item_id not in found]
-        while missing:
-            left = give_up - time.monotonic()
-            if left <= 0:
-                break
-            await asyncio.sleep(min(pause, left))
-            pause *= 2
-            found.update(await read(missing, key_scope))
-            missing = [item_id for item_id in missing if item_id not in found]
+        missing = {item_id: reread[item_id] for item_id in item_ids if item_id not in found and item_id in reread}
+        if not missing or key_scope in _rereading:  # one request of a key at a time waits here; others have read
+            return found
+        _rereading.add(key_scope)
+        try:
+            await _look_again(found, missing, key_scope, give_up)
+        finally:
+            _rereading.discard(key_scope)
     except DatabaseError as exc:
         raise StoreUnavailable(type(exc).__name__) from None
     return found
+
+
+async def _look_again(found: dict[str, dict[str, Any] | None], missing: dict[str, str], key_scope: str,
+                      give_up: float) -> None:
+    """Add to ``found`` the items of ``missing`` (item id -> its response id) as they arrive, until ``give_up``
+    (monotonic) or until each is found or its response's row is there without it."""
+    pause = FIRST_REREAD_S
+    while missing:
+        more, written = await in_db_thread(_reread)(missing, key_scope)
+        found.update(more)
+        missing = {item_id: response_id for item_id, response_id in missing.items()
+                   if item_id not in found and response_id not in written}
+        left = give_up - time.monotonic()
+        if not missing or left <= 0:
+            break
+        await asyncio.sleep(min(pause, left))
+        pause *= 2
+
+
+def _reread(missing: Mapping[str, str], key_scope: str) -> tuple[dict[str, dict[str, Any] | None], set[str]]:
+    """The items of ``missing`` found now, and which of their responses are written. The responses are read
+    first: a turn written by then has its items in the read that follows."""
+    written = set(StoredResponse.objects.filter(key_scope=key_scope, response_id__in=set(missing.values()))
+                  .values_list("response_id", flat=True))
+    return _load_items(list(missing), key_scope), written
 
 
 async def legacy_ids_until() -> float:

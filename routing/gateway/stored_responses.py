@@ -16,7 +16,12 @@ upgrade, no id of that form reaches the database at all.
 
 The output items of a stored response are kept by id too: a request's ``item_reference`` items are replaced by
 the items they name (``resolve_references``, one read for all of them), so the provider, which never stores
-anything for the gateway, receives the items themselves.
+anything for the gateway, receives the items themselves. An id not found is looked for again only when it may be
+in a turn another process is still writing: an item id the gateway made holds its response's id, so only one made
+for this key, in a response to be stored, moments ago, and only until that response's row is there (its items are
+written with it). Any other id (made up, another key's, a provider's own, one of a turn already written) costs a
+read or two and no waiting, so a caller cannot hold a request open, or make the database read again and again,
+with ids nobody wrote.
 
 Following OpenAI, a stored response's ``instructions`` are not carried into the next turn: a request that wants
 them sends them again.
@@ -33,7 +38,7 @@ from django.conf import settings
 from routing.clients import responses_store
 from routing.gateway.gateway_error import GatewayError
 from routing.gateway.records import Call, Journey
-from routing.providers.responses_ids import new_response_id, read_response_id, response_id_key
+from routing.providers.responses_ids import new_response_id, read_response_id, response_id_key, response_id_of_item
 from routing.providers.responses_request import ResponsesRequest, answer_items, is_reference, output_positions
 
 FRESH_S = 600.0  # an id made this recently may name a row still being written (a long stream stores at its end)
@@ -100,14 +105,15 @@ def _store_unavailable(param: str) -> GatewayError:
 async def resolve_references(items: list[dict[str, Any]], *, key_scope: int | str) -> list[dict[str, Any]]:
     """``items`` with each ``item_reference`` replaced by the stored output item it names (left out when that item
     carries nothing into a next turn, as reasoning text does not); one read for all of them. GatewayError: 400
-    naming ``input[i].id`` for an id this key has no stored item of (unknown, another key's, expired), 503 when
-    the database does not answer."""
-    wanted = [item["id"] for item in items if is_reference(item)]
+    naming ``input[i].id`` for an id this key has no stored item of (unknown, another key's, expired, of a
+    response not stored), 503 when the database does not answer."""
+    wanted = list(dict.fromkeys(item["id"] for item in items if is_reference(item)))
     if not wanted:
         return items
+    scope = str(key_scope)
     try:
-        # Item ids carry no time, so a missing one is always looked for again: its turn may still be on its way.
-        found = await responses_store.load_items(list(dict.fromkeys(wanted)), key_scope=str(key_scope), wait_s=WAIT_S)
+        reread = {item: response_id for item in wanted if (response_id := _on_its_way(item, scope)) is not None}
+        found = await responses_store.load_items(wanted, key_scope=scope, reread=reread, wait_s=WAIT_S)
     except responses_store.StoreUnavailable:
         raise _store_unavailable("input") from None
     resolved: list[dict[str, Any]] = []
@@ -122,6 +128,16 @@ async def resolve_references(items: list[dict[str, Any]], *, key_scope: int | st
         if carried is not None:
             resolved.append(carried)
     return resolved
+
+
+def _on_its_way(item: str, scope: str) -> str | None:
+    """The response whose turn an item id not found may still be on its way in from another process, or None: an
+    id the gateway made for this key, in a response to be stored, in the last ``FRESH_S``."""
+    response_id = response_id_of_item(item)
+    info = read_response_id(response_id, scope=scope, keys=id_keys()) if response_id is not None else None
+    if info is None or info.legacy or not info.stored:
+        return None
+    return response_id if -CLOCK_SKEW_S <= time.time() - info.created_unix < FRESH_S else None
 
 
 def remember(call: Call, journey: Journey) -> None:

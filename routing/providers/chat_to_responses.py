@@ -90,13 +90,13 @@ def response_object(
     }
 
 
-def message_item(text: str, *, refusal: str = "", item: str | None = None, status: str = "completed") -> dict[str, Any]:
+def message_item(text: str, *, item: str, refusal: str = "", status: str = "completed") -> dict[str, Any]:
     content: list[dict[str, Any]] = []
     if text:
         content.append(output_text_part(text))
     if refusal:
         content.append({"type": "refusal", "refusal": refusal})
-    return {"id": item or item_id("msg"), "type": "message", "status": status, "role": "assistant",
+    return {"id": item, "type": "message", "status": status, "role": "assistant",
             "content": content}
 
 
@@ -104,34 +104,34 @@ def output_text_part(text: str) -> dict[str, Any]:
     return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
 
 
-def function_call_item(call_id: str, name: str, arguments: str, *, item: str | None = None,
+def function_call_item(call_id: str, name: str, arguments: str, *, item: str,
                        status: str = "completed") -> dict[str, Any]:
-    return {"id": item or item_id("fc"), "type": "function_call", "status": status, "call_id": call_id,
+    return {"id": item, "type": "function_call", "status": status, "call_id": call_id,
             "name": name, "arguments": arguments}
 
 
-def reasoning_item(text: str, *, item: str | None = None, encrypted: str = "") -> dict[str, Any]:
+def reasoning_item(text: str, *, item: str, encrypted: str = "") -> dict[str, Any]:
     """A reasoning item: its text, and the signed thinking it carries as ``encrypted_content`` (if any)."""
-    out: dict[str, Any] = {"id": item or item_id("rs"), "type": "reasoning", "summary": [],
+    out: dict[str, Any] = {"id": item, "type": "reasoning", "summary": [],
                            "content": [{"type": "reasoning_text", "text": text}] if text else []}
     if encrypted:
         out["encrypted_content"] = encrypted
     return out
 
 
-def output_of_answer(answer: Answer, refusal: str = "") -> list[dict[str, Any]]:
-    """The output items of an answer."""
+def output_of_answer(answer: Answer, *, response_id: str, refusal: str = "") -> list[dict[str, Any]]:
+    """The output items of an answer, their ids made for ``response_id``."""
     calls = [(split_payload(call.id), call) for call in answer.tool_calls]
     leading = calls[0][0][1] if calls else ""
     output: list[dict[str, Any]] = []
     if answer.reasoning_text or leading:
-        output.append(reasoning_item(answer.reasoning_text, encrypted=leading))
+        output.append(reasoning_item(answer.reasoning_text, item=item_id("rs", response_id), encrypted=leading))
     if answer.text or refusal:
-        output.append(message_item(answer.text, refusal=refusal))
+        output.append(message_item(answer.text, item=item_id("msg", response_id), refusal=refusal))
     for number, ((call_id, payload), call) in enumerate(calls):
         if payload and number > 0:
-            output.append(reasoning_item("", encrypted=payload))
-        output.append(function_call_item(call_id, call.name, call.arguments or "{}"))
+            output.append(reasoning_item("", item=item_id("rs", response_id), encrypted=payload))
+        output.append(function_call_item(call_id, call.name, call.arguments or "{}", item=item_id("fc", response_id)))
     return output
 
 
@@ -147,6 +147,6 @@ def chat_completion_to_response(
     status, incomplete = status_of(finish)
     return response_object(
         response_id=response_id, public_model=public_model, created=created, request=request, status=status,
-        output=output_of_answer(answer, refusal), usage=usage_from_openai(completion.get("usage")),
-        incomplete_details=incomplete,
+        output=output_of_answer(answer, response_id=response_id, refusal=refusal),
+        usage=usage_from_openai(completion.get("usage")), incomplete_details=incomplete,
     )

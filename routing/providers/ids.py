@@ -1,5 +1,5 @@
-"""Response and tool call ids in the client's conventional spelling (``chatcmpl-...`` and ``call_...`` for OpenAI,
-``msg_...`` and ``toolu_...`` for Anthropic), derived from the upstream id so that a client's id can be traced to
+"""Response ids in the client's conventional spelling (``chatcmpl-...`` for OpenAI, ``msg_...`` for Anthropic) and
+tool call ids in Anthropic's (``toolu_...``), derived from the upstream id so that a client's id can be traced to
 the provider's, and a tool call id mapped back to exactly the provider's."""
 
 from __future__ import annotations
@@ -30,19 +30,22 @@ def anthropic_message_id(upstream_id: object) -> str:
 # Tool call ids in the inbound protocol's shape
 # ----------------------------------------------------------------------------------------------------------
 #
-# Clients and their frameworks recognise a tool call by its id's shape (``toolu_…`` in Anthropic's Messages,
-# ``call_…`` in OpenAI's chat completions), so a call that crosses from one protocol to the other changes its
-# prefix on the way to the client and back on the way upstream, without any state:
+# Anthropic's clients and frameworks recognise a tool call by its ``toolu_`` id, so a call an OpenAI-format
+# upstream issued (``call_…``, and Gemini's calls, which arrive in the OpenAI form) changes its prefix on the way
+# to an Anthropic client and back on the way upstream, without any state:
 #
 #     upstream ``call_R``  ->  Anthropic client ``toolu_R``  ->  (sent back)  ->  upstream ``call_R``
-#     upstream ``toolu_R`` ->  OpenAI client ``call_R``      ->  (sent back)  ->  upstream ``toolu_R``
 #
 # An upstream id of any other shape (``chatcmpl-tool-…`` from vLLM, Mistral's nine letters, one with characters
-# outside ``[A-Za-z0-9_-]``) travels whole as ``<prefix>gm-<URL-safe base64 of it>``, decoded on the way back,
-# so the provider gets back exactly the id it issued. ``R`` never starts with ``gm-`` in the plain form (such an
-# id is encoded), so the two forms cannot be confused. An id the client made up or received from a provider
-# of its own protocol (a ``toolu_`` id reaching an OpenAI-kind target) is renamed the same way in every message
-# of the conversation, so a tool result still answers its call.
+# outside ``[A-Za-z0-9_-]``) travels whole as ``toolu_gm-<URL-safe base64 of it>``, decoded on the way back, so the
+# provider gets back exactly the id it issued. ``R`` never starts with ``gm-`` in the plain form (such an id is
+# encoded), so the two forms cannot be confused. An id the client made up or received from an Anthropic-kind
+# provider (a ``toolu_`` id reaching an OpenAI-format target) is renamed the same way in every message of the
+# conversation, so a tool result still answers its call.
+#
+# The other way round nothing is renamed: OpenAI's clients treat a call id as opaque, and Claude's ``toolu_`` id
+# is what carries its signed thinking through an OpenAI-format client (thinking_ids), so an OpenAI client of an
+# Anthropic-kind target gets Claude's own id and sends it back as it came.
 
 OPENAI_TOOL_PREFIX = "call_"
 ANTHROPIC_TOOL_PREFIX = "toolu_"
@@ -84,13 +87,3 @@ def anthropic_tool_id(openai_id: str) -> str:
 def openai_upstream_tool_id(anthropic_client_id: str) -> str:
     """The OpenAI-format id behind an id an Anthropic client sent back (the inverse of ``anthropic_tool_id``)."""
     return _upstream_tool_id(anthropic_client_id, ANTHROPIC_TOOL_PREFIX, OPENAI_TOOL_PREFIX)
-
-
-def openai_tool_id(anthropic_id: str) -> str:
-    """The id an OpenAI client sees for a tool call Anthropic issued (``toolu_R`` -> ``call_R``)."""
-    return _client_tool_id(anthropic_id, ANTHROPIC_TOOL_PREFIX, OPENAI_TOOL_PREFIX)
-
-
-def anthropic_upstream_tool_id(openai_client_id: str) -> str:
-    """The Anthropic id behind an id an OpenAI client sent back (the inverse of ``openai_tool_id``)."""
-    return _upstream_tool_id(openai_client_id, OPENAI_TOOL_PREFIX, ANTHROPIC_TOOL_PREFIX)

@@ -10,6 +10,12 @@ genuine id says whether its row may still be on its way to the database (routing
 
 Ids made before they carried a MAC (``resp_``, 12 hex digits of creation time, 36 random ones) are read as
 ``legacy``: only their row can say whose they are. Everything here is pure: the key is a parameter.
+
+An output item id the gateway makes is its prefix (``msg``, ``fc``, ``rs``), ``_``, the 40 characters of the
+response id it belongs to, and 6 random hex digits, unique within the response. So an ``item_reference`` to such
+an item says, through its response id's MAC, whether it is this key's, to be stored and made moments ago (its
+turn's row may still be on its way), without the database. Ids a provider made (an OpenAI-kind answer passed on
+as it came) say nothing of the kind.
 """
 
 from __future__ import annotations
@@ -79,6 +85,18 @@ def read_response_id(response_id: str, *, scope: str, keys: Sequence[bytes]) -> 
     return None
 
 
-def item_id(prefix: str) -> str:
-    """A new output item id: ``msg``, ``fc`` or ``rs`` followed by 48 hex digits."""
+_ITEM = re.compile(r"(?:msg|fc|rs)_([A-Za-z0-9_-]{40})[0-9a-f]{6}")
+
+
+def item_id(prefix: str, response_id: str) -> str:
+    """A new output item id of ``response_id``: ``msg``, ``fc`` or ``rs``, then the response id's own 40
+    characters and 6 random hex digits (48 random ones for a response id of another form)."""
+    if _ISSUED.fullmatch(response_id):
+        return f"{prefix}_{response_id[len(PREFIX):]}{secrets.token_hex(3)}"
     return f"{prefix}_{secrets.token_hex(24)}"
+
+
+def response_id_of_item(item: str) -> str | None:
+    """The response id an output item id the gateway made belongs to, or None for an id of any other form."""
+    match = _ITEM.fullmatch(item)
+    return PREFIX + match.group(1) if match else None

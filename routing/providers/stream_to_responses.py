@@ -110,8 +110,13 @@ class ResponsesEventEncoder:
 
     @property
     def output_items(self) -> list[dict[str, Any]]:
-        """The output items finished so far, in output order."""
-        return list(self._done)
+        """The output items so far, in output order, the one still open as it will close: once the answer has
+        ended, the items the client is given (their ids are what a stored turn indexes)."""
+        item = self._open
+        return [*self._done, self._done_item(item, "completed")] if item is not None else list(self._done)
+
+    def _new_id(self, prefix: str) -> str:
+        return item_id(prefix, self.events.response_id)
 
     def start(self) -> list[bytes]:
         """``response.created`` and ``response.in_progress``, before the first event (once)."""
@@ -151,7 +156,7 @@ class ResponsesEventEncoder:
         item = self._open
         if item is None or item.kind != "message":
             frames += self._close_open()
-            item, added = self._begin("message", message_item("", item=item_id("msg"), status="in_progress"))
+            item, added = self._begin("message", message_item("", item=self._new_id("msg"), status="in_progress"))
             frames.append(added)
             frames.append(self.events.frame("response.content_part.added", {
                 "item_id": item.id, "output_index": item.index, "content_index": 0,
@@ -183,7 +188,7 @@ class ResponsesEventEncoder:
         item = self._open
         if item is None or item.kind != "reasoning":
             frames += self._close_open()
-            item, added = self._begin("reasoning", reasoning_item("", item=item_id("rs")))
+            item, added = self._begin("reasoning", reasoning_item("", item=self._new_id("rs")))
             frames.append(added)
         item.text.append(text)
         frames.append(self.events.frame("response.reasoning_text.delta", {
@@ -203,7 +208,7 @@ class ResponsesEventEncoder:
             else:
                 frames += self._close_open()
             name = function.get("name") if isinstance(function.get("name"), str) else ""
-            item, added = self._begin("function_call", function_call_item(call_id, name, "", item=item_id("fc"),
+            item, added = self._begin("function_call", function_call_item(call_id, name, "", item=self._new_id("fc"),
                                                                            status="in_progress"))
             item.call_id, item.name = call_id, name
             self._calls[index] = item
@@ -223,7 +228,7 @@ class ResponsesEventEncoder:
         if item is not None and item.kind == "reasoning":
             return self._close_open(encrypted=payload)
         frames = self._close_open()
-        item, added = self._begin("reasoning", reasoning_item("", item=item_id("rs")))
+        item, added = self._begin("reasoning", reasoning_item("", item=self._new_id("rs")))
         frames.append(added)
         return frames + self._close_open(encrypted=payload)
 
@@ -236,25 +241,32 @@ class ResponsesEventEncoder:
         text = "".join(item.text)
         frames: list[bytes] = []
         where = {"item_id": item.id, "output_index": item.index}
+        done = self._done_item(item, status, encrypted=encrypted)
         if item.kind == "message":
-            done: dict[str, Any] = message_item(text, item=item.id, status=status)
             frames.append(events.frame("response.output_text.done",
                                        {**where, "content_index": 0, "text": text, "logprobs": []}))
             frames.append(events.frame("response.content_part.done",
                                        {**where, "content_index": 0, "part": output_text_part(text)}))
         elif item.kind == "reasoning":
-            done = reasoning_item(text, item=item.id, encrypted=encrypted)
             if text:
                 frames.append(events.frame("response.reasoning_text.done",
                                            {**where, "content_index": 0, "text": text}))
         else:
-            arguments = text or "{}"
-            done = function_call_item(item.call_id, item.name, arguments, item=item.id, status=status)
             frames.append(events.frame("response.function_call_arguments.done",
-                                       {**where, "name": item.name, "arguments": arguments}))
+                                       {**where, "name": item.name, "arguments": done["arguments"]}))
         frames.append(events.frame("response.output_item.done", {"output_index": item.index, "item": done}))
         self._done.append(done)
         return frames
+
+    @staticmethod
+    def _done_item(item: _OpenItem, status: str, *, encrypted: str = "") -> dict[str, Any]:
+        """The finished output item of ``item``."""
+        text = "".join(item.text)
+        if item.kind == "message":
+            return message_item(text, item=item.id, status=status)
+        if item.kind == "reasoning":
+            return reasoning_item(text, item=item.id, encrypted=encrypted)
+        return function_call_item(item.call_id, item.name, text or "{}", item=item.id, status=status)
 
 
 def _chunks_of(frame: bytes) -> list[dict[str, Any]]:

@@ -26,7 +26,8 @@ def test_the_demo_refuses_an_oversized_header_section_like_production(tmp_path: 
            "AUDIT_SPOOL_DIR": str(tmp_path / "spool")}
     log = tmp_path / "demo.log"
     with log.open("wb") as out:
-        demo = subprocess.Popen([sys.executable, "manage.py", "demo", "--port", str(port)], cwd=ROOT, env=env,
+        demo = subprocess.Popen([sys.executable, "manage.py", "demo", "--port", str(port), "--simulator-port", "0"],
+                                cwd=ROOT, env=env,
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         give_up = time.monotonic() + 120

@@ -70,7 +70,8 @@ def test_the_demo_answers_a_chat_and_a_stream(tmp_path: Path) -> None:
     port = free_port()
     env = {"PATH": "/usr/bin:/bin", "DATABASE_URL": f"sqlite:///{tmp_path}/demo.sqlite3",
            "AUDIT_SPOOL_DIR": str(tmp_path / "spool")}
-    done = subprocess.run([sys.executable, "manage.py", "demo", "--check", "--port", str(port)], cwd=ROOT,
+    done = subprocess.run([sys.executable, "manage.py", "demo", "--check", "--port", str(port),
+                           "--simulator-port", "0"], cwd=ROOT,
                           capture_output=True, text=True, env=env, timeout=180)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "demo check passed" in done.stdout

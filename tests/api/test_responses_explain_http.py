@@ -1,6 +1,6 @@
-"""/v1/routing/explain?endpoint=responses reads a body's previous_response_id as the engine does: after the key's
-access to the model, refused at once when the id is not this key's, and with the stored conversation in front
-when it is. Nothing here reaches a provider.
+"""/v1/routing/explain?endpoint=responses reads a body's previous_response_id and item references as the engine
+does: after the key's access to the model, refused at once when the id is not this key's, and with the stored
+conversation in front (the referenced items in place) when it is. Nothing here reaches a provider.
 
 A transactional test database: the store reads in a worker thread.
 """
@@ -78,3 +78,25 @@ def test_it_explains_the_stored_conversation_in_front_of_the_body(client: Client
     assert (theirs.status_code, theirs.json()["error"]["code"]) == (400, "previous_response_not_found")
     # The long stored turn is read in front of the body: the tier verdict counts its tokens.
     assert continued.json()["tier"]["score"] > alone.json()["tier"]["score"]
+
+
+def test_it_explains_referenced_items_as_the_items_themselves(client: Client) -> None:
+    async def store() -> None:
+        responses_store.save_soon(
+            response_id=issue_response_id(key_scope=1, stored=True, now_unix=time.time()), key_scope="1",
+            model="chat", instructions=None, input_items=[{"type": "message", "role": "user", "content": "hi"}],
+            output_items=[{"type": "message", "role": "assistant",
+                           "content": [{"type": "output_text", "text": "lookup " * 3000}]}],
+            created_unix=time.time(), item_positions=[("msg_long_answer", 0)])
+        await asyncio.gather(*(asyncio.all_tasks() - {asyncio.current_task()}))
+
+    asyncio.run(store())
+    alone = explain(client, {"model": "normal", "input": "and now?"})
+    referenced = explain(client, {"model": "normal", "input": [
+        {"type": "item_reference", "id": "msg_long_answer"}, {"role": "user", "content": "and now?"}]})
+    assert (alone.status_code, referenced.status_code) == (200, 200)
+    assert referenced.json()["tier"]["score"] > alone.json()["tier"]["score"]  # the long item was read in
+    unknown = explain(client, {"model": "chat", "input": [{"type": "item_reference", "id": "msg_long_answer"},
+                                                          {"role": "user", "content": "and now?"}]}, secret=BOB)
+    assert unknown.status_code == 400
+    assert (unknown.json()["error"]["param"], unknown.json()["error"]["code"]) == ("input[0].id", "item_not_found")

@@ -22,7 +22,13 @@ from routing.providers.responses_calls import (
     parse_responses_answer,
     responses_stream_translator,
 )
-from routing.providers.responses_ids import new_response_id, read_response_id, response_id_key
+from routing.providers.responses_ids import (
+    item_id,
+    new_response_id,
+    read_response_id,
+    response_id_key,
+    response_id_of_item,
+)
 from routing.providers.responses_request import answer_items, parse_responses_request
 from routing.providers.responses_to_chat import responses_to_chat
 from routing.providers.thinking_ids import split_payload
@@ -358,6 +364,18 @@ def test_a_gateway_response_id_carries_its_creation_time_and_a_mac_for_its_key()
     legacy = read_response_id("resp_0000000003e8" + "0" * 36, scope="7", keys=[ID_KEY])
     assert legacy is not None
     assert (legacy.created_unix, legacy.stored, legacy.legacy) == (1.0, True, True)
+
+
+def test_an_output_item_id_the_gateway_makes_names_its_response() -> None:
+    response_id = new_response_id(1_800_000_000.5, scope="7", stored=True, key=ID_KEY)
+    made = {item_id(prefix, response_id) for prefix in ("msg", "fc", "rs", "msg")}
+    assert len(made) == 4  # unique within the response
+    assert {response_id_of_item(made_id) for made_id in made} == {response_id}
+    assert all(made_id.startswith(("msg_", "fc_", "rs_")) and len(made_id) <= 60 for made_id in made)
+    # A provider's ids and the ids of the form the gateway made before say nothing of a response.
+    for other in ("msg_67ccd3acc8d48190a77525dc6de64b4104becd8f2a8d8ed8", "fc_" + "0" * 48, "msg_abc",
+                  "call_" + response_id[5:] + "abcdef", item_id("msg", "resp_upstream")):
+        assert response_id_of_item(other) is None, other
 
 
 # -- streams ---------------------------------------------------------------------------------------------------

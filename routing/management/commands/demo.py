@@ -4,6 +4,10 @@ Migrates the database (SQLite unless DATABASE_URL says otherwise), collects the 
 (once, and again only when they change), loads the demo configuration (an easy/hard tier route over adaptive
 virtual models), starts the provider simulator and the gateway on 127.0.0.1, prints how to call it, and stops
 both on Ctrl-C.
+
+Both ports are options (``--port``, ``--simulator-port``; 0 picks a free simulator port), so two demos can run on
+one host: the simulator starts first and the configuration is loaded with its address. Two demos from one
+checkout need a database each (``DATABASE_URL``), or the second one's configuration replaces the first one's.
 """
 
 from __future__ import annotations
@@ -14,20 +18,24 @@ import secrets
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import httpx2
+import yaml
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from routing.management.collect_static import collect_static_when_changed
+from routing.simulator import SimulatorProcess, start_simulator_process
 
 DEMO_CONFIG = Path(__file__).resolve().parents[2] / "demo" / "demo.yaml"
-SIMULATOR_PORT = 18001  # the demo configuration's providers point here
+SIMULATOR_PORT = 18001  # the default; the demo configuration's providers are pointed at the port actually used
+CONFIG_SIMULATOR = "http://127.0.0.1:18001"  # the simulator address written in DEMO_CONFIG
 
 
 class Command(BaseCommand):
@@ -35,11 +43,18 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--port", type=int, default=8000, help="Gateway port (default 8000).")
+        parser.add_argument("--simulator-port", type=int, default=SIMULATOR_PORT,
+                            help=f"Port of the simulated providers (default {SIMULATOR_PORT}; 0 picks a free one).")
         parser.add_argument("--check", action="store_true",
                             help="Start everything, send one request, and exit (for CI and smoke tests).")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        port = options["port"]
+        port, simulator_port = options["port"], options["simulator_port"]
+        for option, value in (("--port", port), ("--simulator-port", simulator_port)):
+            if not 0 <= value <= 65535:
+                raise CommandError(f"{option}: {value} is not a port (0-65535)")
+        if port == 0:
+            raise CommandError("--port: give the gateway a port of its own (0 is for --simulator-port only)")
         # The simulator accepts any key; the providers reference this variable like a real deployment would
         # (not a GOMODEL_ name: those are reserved for the gateway's own settings).
         os.environ.setdefault("DEMO_PROVIDER_KEY", "demo-" + secrets.token_hex(8))
@@ -48,31 +63,27 @@ class Command(BaseCommand):
         # The gateway serves the collected files itself, as in production: hashed names, gzip and Brotli.
         if collect_static_when_changed():
             self.stdout.write(f"Static files collected into {settings.STATIC_ROOT}")
-        call_command("loadconfig", str(DEMO_CONFIG), stdout=self.stdout)
-        password = secrets.token_urlsafe(9)
-        user, _ = User.objects.get_or_create(username="admin", defaults={"is_staff": True, "is_superuser": True})
-        user.is_staff = user.is_superuser = True
-        user.set_password(password)
-        user.save()
-
-        root = Path(settings.BASE_DIR)
-        # No key needed: the gateway serves clients on this machine without one (and says so in its log).
-        env = dict(os.environ, PYTHONUNBUFFERED="1", GOMODEL_AUTH="open")
-        simulator = subprocess.Popen(  # noqa: S603 - this interpreter, fixed arguments
-            [sys.executable, "-m", "routing.simulator", "--host", "127.0.0.1", "--port", str(SIMULATOR_PORT)],
-            cwd=root, env=env,
-        )
-        gateway = subprocess.Popen(  # noqa: S603 - this interpreter, fixed arguments
-            # The production server (README), one worker: the same limits on what a client may send (a header
-            # section past granian's HTTP/1 buffer is a 431), the same lifespan.
-            [sys.executable, "-m", "granian", "--interface", "asgi", "--workers", "1", "--host", "127.0.0.1",
-             "--port", str(port), "--log-level", "warning", "gomodel_site.asgi:application"],
-            cwd=root, env=env,
-        )
         try:
-            self._wait_ready(f"http://127.0.0.1:{SIMULATOR_PORT}/_sim/stats", simulator, "simulator")
+            simulator = start_simulator_process(simulator_port, ready_timeout=60)
+        except RuntimeError:
+            raise CommandError(f"the simulator could not listen on 127.0.0.1:{simulator_port} (see above); "
+                               f"--simulator-port 0 picks a free port") from None
+        gateway: subprocess.Popen[bytes] | None = None
+        try:
+            self._load_config(simulator.base_url)
+            password = self._admin_password()
+            root = Path(settings.BASE_DIR)
+            # No key needed: the gateway serves clients on this machine without one (and says so in its log).
+            env = dict(os.environ, PYTHONUNBUFFERED="1", GOMODEL_AUTH="open")
+            gateway = subprocess.Popen(  # noqa: S603 - this interpreter, fixed arguments
+                # The production server (README), one worker: the same limits on what a client may send (a header
+                # section past granian's HTTP/1 buffer is a 431), the same lifespan.
+                [sys.executable, "-m", "granian", "--interface", "asgi", "--workers", "1", "--host", "127.0.0.1",
+                 "--port", str(port), "--log-level", "warning", "gomodel_site.asgi:application"],
+                cwd=root, env=env,
+            )
             self._wait_ready(f"http://127.0.0.1:{port}/health/ready", gateway, "gateway")
-            self._print_instructions(port, password)
+            self._print_instructions(port, password, simulator.base_url)
             if options["check"]:
                 self._smoke(port)
                 return
@@ -82,14 +93,38 @@ class Command(BaseCommand):
         except KeyboardInterrupt:
             self.stdout.write("\nStopping the demo.")
         finally:
-            for process in (gateway, simulator):
-                if process.poll() is None:
-                    process.send_signal(signal.SIGTERM)
-            for process in (gateway, simulator):
-                try:
-                    process.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    process.kill()
+            self._stop(gateway, simulator)
+
+    def _load_config(self, simulator_url: str) -> None:
+        """Load the demo configuration with its providers pointed at the simulator that was started."""
+        config = yaml.safe_load(DEMO_CONFIG.read_text())
+        for provider in config["providers"]:
+            provider["base_url"] = provider["base_url"].replace(CONFIG_SIMULATOR, simulator_url, 1)
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml", dir=Path(settings.BASE_DIR, "var"),
+                                         prefix="demo-config-") as file:
+            yaml.safe_dump(config, file, sort_keys=False)
+            file.flush()
+            call_command("loadconfig", file.name, stdout=self.stdout)
+
+    @staticmethod
+    def _admin_password() -> str:
+        password = secrets.token_urlsafe(9)
+        user, _ = User.objects.get_or_create(username="admin", defaults={"is_staff": True, "is_superuser": True})
+        user.is_staff = user.is_superuser = True
+        user.set_password(password)
+        user.save()
+        return password
+
+    @staticmethod
+    def _stop(gateway: subprocess.Popen[bytes] | None, simulator: SimulatorProcess) -> None:
+        if gateway is not None and gateway.poll() is None:
+            gateway.send_signal(signal.SIGTERM)
+        if gateway is not None:
+            try:
+                gateway.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                gateway.kill()
+        simulator.stop()
 
     def _wait_ready(self, url: str, process: subprocess.Popen[bytes], name: str) -> None:
         deadline = time.monotonic() + 60
@@ -152,11 +187,12 @@ class Command(BaseCommand):
                 raise CommandError(f"the stylesheet {link} answered {sheet.status_code}")
         return len(links)
 
-    def _print_instructions(self, port: int, password: str) -> None:
+    def _print_instructions(self, port: int, password: str, simulator_url: str) -> None:
         base = f"http://127.0.0.1:{port}"
         self.stdout.write(f"""
-The gateway is running at {base} with simulated providers. No API key is needed from this machine
-(GOMODEL_AUTH=open); anywhere else, run it with a key (GOMODEL_MASTER_KEY or `manage.py createkey NAME`).
+The gateway is running at {base}, its simulated providers at {simulator_url}.
+No API key is needed from this machine (GOMODEL_AUTH=open); anywhere else, run it with a key
+(GOMODEL_MASTER_KEY or `manage.py createkey NAME`).
 
   curl {base}/v1/chat/completions -H 'content-type: application/json' \\
     -d '{{"model": "normal", "messages": [{{"role": "user", "content": "Hello!"}}]}}' -i
