@@ -64,6 +64,14 @@ class NameInput(forms.TextInput):
         return format_html('{}<datalist id="{}" class="name-picker">{}</datalist>', field, list_id, options)
 
 
+class NameListWidget(FilteredSelectMultiple):
+    """The admin's two-pane filter box, in a box of its own: its script puts the panes first in the select's
+    parent, which would otherwise be the form row and push the field's label to the right."""
+
+    def render(self, name: str, value: Any, attrs: dict[str, Any] | None = None, renderer: Any = None) -> str:
+        return format_html('<div class="name-list-picker">{}</div>', super().render(name, value, attrs, renderer))
+
+
 class NameListField(forms.MultipleChoiceField):
     """A list of public names picked from those configured (empty: every model, as the field says).
 
@@ -72,8 +80,8 @@ class NameListField(forms.MultipleChoiceField):
     """
 
     def __init__(self, *, label: str, help_text: str, names_of: Callable[[], Iterable[str]] = public_names) -> None:
-        super().__init__(required=False, label=label, help_text=help_text,
-                         widget=FilteredSelectMultiple(label, is_stacked=False))
+        super().__init__(required=False, label=label[:1].upper() + label[1:], help_text=help_text,
+                         widget=NameListWidget(label, is_stacked=False))
         self.names_of = names_of
         self.known: list[str] = []
         self.stored: list[str] = []

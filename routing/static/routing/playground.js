@@ -237,7 +237,7 @@
     d.attempts.forEach(function (a) {
       const row = document.createElement("tr");
       [String(a.seq), a.target, a.status === null ? (a.error_class || "-") : String(a.status), a.outcome +
-        (a.reason ? ": " + a.reason : ""), a.latency_ms + " ms", a.cost].forEach(function (text, i) {
+        (a.reason && a.outcome !== "answered" ? ": " + a.reason : ""), a.latency_ms + " ms", a.cost].forEach(function (text, i) {
         const cell = document.createElement("td");
         cell.textContent = text;
         if (i >= 4) {
