@@ -78,8 +78,10 @@ def test_it_streams_the_answer_into_the_page_and_shows_the_decision(site: Site, 
     assert decision(page, "status") == "200"
     assert decision(page, "target") in ("oa/oa-model", "oa/az-model", "az/az-model", "an/an-model", "ge/ge-model")
     assert re.fullmatch(r"\$[\d.,]+( \(billed .*\))?", decision(page, "cost"))
-    outcomes = page.eval_on_selector_all("#pg-attempts tbody tr td:nth-child(4)", "cells => cells.map(c => c.innerText)")
-    assert outcomes and outcomes[-1] == "answered"
+    outcomes = page.eval_on_selector_all("#pg-attempts tbody tr td:nth-child(4)",
+                                         "cells => cells.map(c => c.innerText)")
+    assert outcomes
+    assert outcomes[-1] == "answered"
     assert_no_sideways_scroll(page)
     shot(page, "playground")
     request_id = decision(page, "request_id")
