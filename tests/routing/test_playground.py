@@ -233,3 +233,24 @@ def test_the_decision_is_read_back_from_the_audit(staff_client: Client, served: 
                                                                           ("secondary", "answered")]
     assert decision["cost"] == "$0.0000123"
     assert decision["revision_url"] == "/audit/requests/pg-decision-1/"
+
+
+def test_a_refused_token_is_never_served_as_open_access(served: RoutingTable, settings: Any) -> None:
+    """In open mode a local request without a valid key is served; one with a bad playground token is not."""
+    settings.GOMODEL_AUTH = "open"
+    expired = mint_token(key_id=None, username="root", now=time.time() - TOKEN_TTL_S - 5)
+    response = chat(expired)
+    assert response.status_code == 401
+    assert "expired" in response.json()["error"]["message"]
+
+
+def test_the_decision_needs_the_permission_to_view_audit_revisions(served: RoutingTable) -> None:
+    operator = User.objects.create_user("operator", password="pw-for-tests-only", is_staff=True)
+    operator.user_permissions.add(Permission.objects.get(codename="change_gatewaykey"))
+    client = Client()
+    client.force_login(operator)
+    page = client.get("/admin/playground/")
+    assert page.status_code == 200
+    assert page.context["config"]["canViewAudit"] is False
+    assert "needs the permission to view audit revisions" in page.content.decode()
+    assert client.get("/admin/playground/decision/any-request/").status_code == 403
