@@ -21,7 +21,7 @@ from django.contrib import admin
 from django.contrib.auth.decorators import permission_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.response import TemplateResponse
-from django.urls import reverse
+from django.urls import path, reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from audit.playground import decision_of
@@ -140,8 +140,6 @@ def decision_view(request: HttpRequest, request_id: str) -> JsonResponse:
 
 def urls() -> list[Any]:
     """The playground's routes, mounted under /admin/ before the admin's own (staff only, CSRF-protected)."""
-    from django.urls import path
-
     wrap = admin.site.admin_view
     return [
         path("admin/playground/", wrap(playground_view), name="playground"),
