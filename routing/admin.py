@@ -21,6 +21,7 @@ from routing.admin_pickers import (
     NameInput,
     NameListField,
     category_target_names,
+    model_class_names,
     strength_names,
     target_names,
 )
@@ -170,6 +171,7 @@ class ProviderModelForm(forms.ModelForm):
     class Meta:
         model = m.ProviderModel
         fields = "__all__"
+        widgets = {"model_class": NameInput(model_class_names, attrs={"size": 30})}
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
@@ -469,6 +471,15 @@ class ContractForm(forms.ModelForm):
     modalities = forms.MultipleChoiceField(
         choices=[(x, x) for x in m.MODALITIES], widget=forms.CheckboxSelectMultiple, required=False
     )
+    allowed_model_classes = NameListField(
+        label="allowed model classes", names_of=model_class_names,
+        unknown='Unknown model class "{}": use the class of some model.',
+        help_text="Only models of these classes may serve the workload. Empty: any class.")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["allowed_model_classes"].offer(  # type: ignore[attr-defined]
+            self.instance.allowed_model_classes or [])
 
     class Meta:
         model = m.Contract

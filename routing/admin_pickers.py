@@ -4,7 +4,8 @@ A field naming one model, virtual model or alias (a virtual model's target, a ti
 category route's targets, a routing policy's strength) stays a text field, with the names it may take in a
 ``<datalist>`` the browser offers as the operator types, so a name that is not configured yet can still be
 typed (the form refuses it on save, with the nearest names: routing/admin.py). A list of names (a key's or a
-team's allowed models) is a two-pane multi-select of every public name, filtered as one types (the admin's own
+team's allowed models, a contract's allowed model classes) is a two-pane multi-select of the names configured,
+filtered as one types (the admin's own
 ``FilteredSelectMultiple``, served from this site's static files). Names come from the database, as the form's
 checks read them; nothing is fetched from another host.
 """
@@ -40,6 +41,11 @@ def public_names() -> list[str]:
     names = graph_check.callable_names() | graph_check.tier_aliases()
     names.update(m.CategoryRoute.objects.values_list("alias", flat=True))
     return sorted(names)
+
+
+def model_class_names() -> list[str]:
+    """The model classes the stored models have: what a contract's allowed model classes may name."""
+    return sorted(set(m.ProviderModel.objects.exclude(model_class="").values_list("model_class", flat=True)))
 
 
 def strength_names() -> list[str]:
@@ -79,10 +85,14 @@ class NameListField(forms.MultipleChoiceField):
     config file may name a model before it exists); any other name is refused with the nearest ones.
     """
 
-    def __init__(self, *, label: str, help_text: str, names_of: Callable[[], Iterable[str]] = public_names) -> None:
+    UNKNOWN_MODEL = "Unknown model \"{}\": use a configured model, virtual model, tier or category alias."
+
+    def __init__(self, *, label: str, help_text: str, names_of: Callable[[], Iterable[str]] = public_names,
+                 unknown: str = UNKNOWN_MODEL) -> None:
         super().__init__(required=False, label=label[:1].upper() + label[1:], help_text=help_text,
                          widget=NameListWidget(label, is_stacked=False))
         self.names_of = names_of
+        self.unknown = unknown
         self.known: list[str] = []
         self.stored: list[str] = []
 
@@ -103,9 +113,8 @@ class NameListField(forms.MultipleChoiceField):
         problems = []
         for name in value:
             if name not in self.known and name not in self.stored:
-                problems.append(ValidationError(
-                    f'Unknown model "{name}": use a configured model, virtual model, tier or category alias.'
-                    f"{did_you_mean(name, self.known)}", code="unknown_name"))
+                problems.append(ValidationError(self.unknown.format(name) + did_you_mean(name, self.known),
+                                                code="unknown_name"))
         if problems:
             raise ValidationError(problems)
 

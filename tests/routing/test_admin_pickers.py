@@ -29,7 +29,8 @@ def admin_client() -> Client:
 def catalogue() -> None:
     provider = m.Provider.objects.create(name="openai", kind="openai", base_url="http://127.0.0.1:1/v1")
     m.ProviderModel.objects.create(provider=provider, upstream="gpt-5", strengths=["reasoning"])
-    m.ProviderModel.objects.create(provider=provider, upstream="gpt-5-mini", strengths=["fast"])
+    m.ProviderModel.objects.create(provider=provider, upstream="gpt-5-mini", strengths=["fast"],
+                                   model_class="document-extraction")
     m.VirtualModel.objects.create(source="frontier")
     m.TierRoute.objects.create(alias="normal", easy="openai/gpt-5-mini", hard="openai/gpt-5")
     m.CategoryRoute.objects.create(alias="by-topic", default_target="normal")
@@ -118,3 +119,20 @@ def test_a_stored_name_not_configured_stays_and_is_marked(admin_client: Client, 
     assert response.status_code == 302
     key.refresh_from_db()
     assert key.allowed_models == ["normal", "coming-soon"]
+
+
+def test_a_contracts_model_classes_are_picked_from_those_models_have(admin_client: Client, catalogue: None) -> None:
+    assert datalist(admin_client.get("/admin/routing/providermodel/add/").content.decode(), "model_class") == [
+        "document-extraction", "general"]  # a new model's class offers those in use, and may be a new one
+    page = admin_client.get("/admin/routing/contract/add/").content.decode()
+    assert list(select_options(page, "allowed_model_classes")) == ["document-extraction", "general"]
+    form = {"workload": "invoice", "modalities": ["text"]}
+    response = admin_client.post("/admin/routing/contract/add/",
+                                 {**form, "allowed_model_classes": ["document-extractoin"]})
+    [message] = errors_of(response)["allowed_model_classes"]
+    assert message == ('Unknown model class "document-extractoin": use the class of some model. '
+                       "Did you mean `document-extraction`?")
+    response = admin_client.post("/admin/routing/contract/add/",
+                                 {**form, "allowed_model_classes": ["document-extraction"]})
+    assert response.status_code == 302
+    assert m.Contract.objects.get(workload="invoice").allowed_model_classes == ["document-extraction"]
