@@ -14,6 +14,7 @@ decision read back from the audit needs the auditor's permission to view revisio
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
@@ -29,6 +30,8 @@ from audit.selectors import revision_detail
 from routing.api.playground_token import STAFF, TOKEN_TTL_S, keys_by_id, mint_token
 from routing.config.runtime import current_table
 from routing.core.table import KeySpec, RoutingTable
+
+log = logging.getLogger("gomodel.playground")
 
 SEND_PERMISSION = "routing.change_gatewaykey"
 VIEW_REVISIONS = "audit.view_auditrevision"
@@ -112,6 +115,7 @@ def token_view(request: HttpRequest) -> JsonResponse:
     chosen = request.POST.get("as", "").strip()
     username = request.user.get_username()
     if chosen == STAFF:
+        log.info("playground token issued to %s as staff", username)
         return JsonResponse({"token": mint_token(key_id=None, username=username), "expires_in": TOKEN_TTL_S,
                              "caller": f"playground:{username}"})
     if not chosen.isdigit():
@@ -120,6 +124,8 @@ def token_view(request: HttpRequest) -> JsonResponse:
     if key is None:
         return _refusal(400, f"as: no live gateway key has the id {chosen}; it may be revoked, expired or not yet "
                              "loaded (reload the page).", "as")
+    # The audit names the key; this line names who sent as it (the token names the user too).
+    log.info("playground token issued to %s as the gateway key %s (id %d)", username, key.name, key.id)
     return JsonResponse({"token": mint_token(key_id=key.id, username=username), "expires_in": TOKEN_TTL_S,
                          "caller": key.name})
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import logging
 import time
 from typing import Any
 
@@ -138,8 +139,11 @@ def test_the_page_offers_the_configured_names_and_keys_but_no_secret(staff_clien
 
 
 def test_a_keys_token_is_subject_to_the_keys_limits_models_and_audit(
-        staff_client: Client, served: RoutingTable, audit_events: list[dict[str, Any]]) -> None:
-    issued = token_for(staff_client, str(LIMITED.id))
+        staff_client: Client, served: RoutingTable, audit_events: list[dict[str, Any]],
+        caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="gomodel.playground"):
+        issued = token_for(staff_client, str(LIMITED.id))
+    assert "playground token issued to root as the gateway key two-a-minute (id 31)" in caplog.messages
     assert issued["caller"] == "two-a-minute"
     assert issued["expires_in"] == TOKEN_TTL_S
     refused_model = chat(issued["token"], {**CHAT, "model": "secondary"})
