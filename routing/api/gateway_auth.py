@@ -119,7 +119,7 @@ def caller_from_scope(scope: dict[str, Any], table: RoutingTable) -> Caller:
         content_type=content_type.decode("latin-1") if content_type is not None else None,
     )
     return authenticate(bearer or api_key, peer=client[0] if client else None, forwarded=forwarded, table=table,
-                        sender=sender, path=scope.get("path", ""))
+                        sender=sender, path=_path_info(scope))
 
 
 def caller_of(request: HttpRequest, table: RoutingTable) -> Caller:
@@ -134,7 +134,7 @@ def caller_of(request: HttpRequest, table: RoutingTable) -> Caller:
                     origin=meta.get("HTTP_ORIGIN"), fetch_site=meta.get("HTTP_SEC_FETCH_SITE"),
                     content_type=meta.get("CONTENT_TYPE") or None)
     return authenticate(token, peer=meta.get("REMOTE_ADDR"), forwarded=forwarded, table=table, sender=sender,
-                        path=request.path)
+                        path=request.path_info)
 
 
 def authenticate(token: str, *, peer: str | None, forwarded: bool, table: RoutingTable,
@@ -158,6 +158,13 @@ def authenticate(token: str, *, peer: str | None, forwarded: bool, table: Routin
             raise problem
         return OPEN_CALLER  # whatever it sent: the SDKs insist on sending some key, and the demo says "unused"
     raise _unauthorized(refusal)
+
+
+def _path_info(scope: dict[str, Any]) -> str:
+    """The request's path below the application's mount point (as Django's ``path_info``)."""
+    path: str = scope.get("path", "")
+    root: str = scope.get("root_path", "")
+    return path[len(root):] if root and path.startswith(root) else path
 
 
 def local_program_refusal(sender: Sender) -> GatewayError | None:

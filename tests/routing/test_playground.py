@@ -18,10 +18,12 @@ from django.test import AsyncClient, Client
 from django.utils import timezone
 
 from audit.models import AttemptRecord, AuditRevision
+from routing.api.gateway_auth import caller_from_scope
 from routing.api.playground_token import TOKEN_TTL_S, mint_token
 from routing.config.runtime import runtime
 from routing.core.limits import Limits
 from routing.core.table import KeySpec, RoutingTable, TeamSpec
+from routing.gateway.gateway_error import GatewayError
 from routing.models import hash_secret
 from routing.simulator import SimulatorServer
 from tests.gateway import support
@@ -258,3 +260,15 @@ def test_the_decision_needs_the_permission_to_view_audit_revisions(served: Routi
     assert page.context["config"]["canViewAudit"] is False
     assert "needs the permission to view audit revisions" in page.content.decode()
     assert client.get("/admin/playground/decision/any-request/").status_code == 403
+
+
+def test_the_asgi_handlers_read_a_token_below_the_mount_point(served: RoutingTable) -> None:
+    """The relay handler authenticates from the ASGI scope, before any body: a token from any peer works there."""
+    token = mint_token(key_id=OPEN_KEY.id, username="root")
+    scope: dict[str, Any] = {"type": "http", "method": "POST", "path": "/gateway/v1/chat/completions",
+                             "root_path": "/gateway", "client": ("10.1.2.3", 40000),
+                             "headers": [(b"authorization", f"Bearer {token}".encode())]}
+    assert caller_from_scope(scope, served).key == OPEN_KEY
+    with pytest.raises(GatewayError) as refused:
+        caller_from_scope({**scope, "path": "/gateway/v1/embeddings"}, served)
+    assert refused.value.status == 401
