@@ -2,8 +2,9 @@
 
 A field naming one model, virtual model or alias (a virtual model's target, a tier route's easy and hard, a
 category route's targets, a routing policy's strength) stays a text field, with the names it may take in a
-``<datalist>`` the browser offers as the operator types, so a name that is not configured yet can still be
-typed (the form refuses it on save, with the nearest names: routing/admin.py). A list of names (a key's or a
+``<datalist>`` the browser offers as the operator types; leaving the field with a name not on the list puts a
+note under it with the closest names (routing/static/routing/name_picker.js), and the form refuses it on save
+with the nearest names (routing/admin.py). A list of names (a key's or a
 team's allowed models, a contract's allowed model classes) is a two-pane multi-select of the names configured,
 filtered as one types (the admin's own
 ``FilteredSelectMultiple``, served from this site's static files). Names come from the database, as the form's
@@ -56,8 +57,11 @@ def strength_names() -> list[str]:
 class NameInput(forms.TextInput):
     """A text input with a ``<datalist>`` of the names ``names_of()`` returns, read each time it is drawn."""
 
+    class Media:
+        js = ("routing/name_picker.js",)  # the note under a name not on the list, before the form is saved
+
     def __init__(self, names_of: Callable[[], Iterable[str]], attrs: dict[str, Any] | None = None) -> None:
-        super().__init__(attrs={"size": 40, "autocomplete": "off", **(attrs or {})})
+        super().__init__(attrs={"size": 40, "autocomplete": "off", "class": "name-picker-input", **(attrs or {})})
         self.names_of = names_of
 
     def render(self, name: str, value: Any, attrs: dict[str, Any] | None = None, renderer: Any = None) -> str:

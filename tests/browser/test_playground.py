@@ -155,7 +155,16 @@ def test_a_misspelt_target_is_refused_with_the_nearest_name(site: Site, wide: Wa
     assert {"oa/oa-model", "pool"} <= set(offered)
     page.fill("#id_source", "typo-pool")
     page.fill("#id_targets-0-target", "oa/oa-modle")
-    page.fill("#id_targets-0-weight", "1")
+    page.fill("#id_targets-0-weight", "1")  # leaving the target: a note under it before anything is saved
+    note = page.locator(".name-picker-note[data-for='targets-0-target']")
+    assert note.inner_text().startswith("\u201coa/oa-modle\u201d is not a configured name. Did you mean oa/oa-model")
+    page.click(".add-row a")  # a second row: its field offers the names too, and its own list
+    added = page.get_attribute("#id_targets-1-target", "list")
+    assert added == "id_targets-1-target-names"
+    assert page.locator(f"datalist#{added} option[value='pool']").count() == 1
+    page.fill("#id_targets-1-target", "pool")
+    page.fill("#id_targets-1-weight", "1")
+    assert page.locator(".name-picker-note[data-for='targets-1-target']").count() == 0
     page.click("input[name=_save]")
     page.wait_for_selector(".errorlist")
     assert "Did you mean `oa/oa-model`" in page.inner_text("#targets-group")
