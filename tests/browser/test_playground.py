@@ -176,3 +176,14 @@ def test_a_misspelt_target_is_refused_with_the_nearest_name(site: Site, wide: Wa
     shot(page, "key-allowed-models")
     assert page.eval_on_selector_all("#id_allowed_models_from option", "o => o.map(x => x.value)") == ["normal"]
     assert wide.problems == []
+
+
+def test_a_page_whose_session_ended_gets_no_token_and_says_so(site: Site, wide: WatchedPage) -> None:
+    page = wide.page
+    open_playground(page, site)
+    page.context.clear_cookies()  # logged out (and the CSRF cookie gone) while the page stays open
+    send(page, "normal", "Say hello.")
+    wait_until_sent(page)
+    assert page.inner_text("#pg-error").startswith("No token (403): your session may have ended")
+    assert page.inner_text("#pg-answer") == ""
+    assert [p for p in wide.problems if "/admin/playground/token/" not in p] == []

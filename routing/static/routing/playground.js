@@ -368,9 +368,10 @@
         body: new URLSearchParams({as: caller.value}),
       });
       const tokenData = await tokenResponse.json().catch(function () { return {}; });
-      if (!tokenResponse.ok) {
-        showError("No token (" + tokenResponse.status + "): " +
-          ((tokenData.error && tokenData.error.message) || "reload the page and log in again"));
+      if (!tokenResponse.ok || !tokenData.token) {
+        // A session that ended answers with the login page (a redirect), not a token.
+        showError("No token (" + tokenResponse.status + "): " + ((tokenData.error && tokenData.error.message) ||
+          "your session may have ended or lacks the permission to send; reload the page and log in again"));
         setStatus("");
         return;
       }
