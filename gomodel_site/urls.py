@@ -7,6 +7,7 @@ from django.contrib import admin
 from django.urls import include, path
 from django.views.generic import RedirectView
 
+from routing import playground
 from routing.api import probes
 from routing.dashboard import dashboard_view
 
@@ -16,6 +17,7 @@ urlpatterns = [
     path("", RedirectView.as_view(pattern_name="admin:index"), name="home"),  # the operator's console
     path("", include("routing.urls")),
     path("admin/", admin.site.admin_view(dashboard_view), name="dashboard"),  # before the admin's own index
+    *playground.urls(),  # /admin/playground/: before the admin's own catch-all
     path("admin/", admin.site.urls),
 ]
 

@@ -17,6 +17,14 @@ from django.utils.html import format_html, format_html_join
 
 from audit.money import usd
 from routing import models as m
+from routing.admin_pickers import (
+    NameInput,
+    NameListField,
+    category_target_names,
+    model_class_names,
+    strength_names,
+    target_names,
+)
 from routing.config import graph_check, versioning
 from routing.core.categories import CATEGORIES, strength_tag_problem
 from routing.core.embeddings import embedding_field_problems
@@ -163,6 +171,7 @@ class ProviderModelForm(forms.ModelForm):
     class Meta:
         model = m.ProviderModel
         fields = "__all__"
+        widgets = {"model_class": NameInput(model_class_names, attrs={"size": 30})}
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
@@ -271,8 +280,16 @@ class TargetInlineFormSet(forms.BaseInlineFormSet):
             raise ValidationError(f"targets: {mix[0]}: {mix[1]}")
 
 
+class TargetForm(forms.ModelForm):
+    class Meta:
+        model = m.VirtualModelTarget
+        fields = ("position", "target", "weight")
+        widgets = {"target": NameInput(target_names)}
+
+
 class TargetInline(admin.TabularInline):
     model = m.VirtualModelTarget
+    form = TargetForm
     formset = TargetInlineFormSet
     extra = 1
     fields = ("position", "target", "weight")
@@ -331,6 +348,7 @@ class TierRouteForm(forms.ModelForm):
     class Meta:
         model = m.TierRoute
         fields = "__all__"
+        widgets = {"easy": NameInput(target_names), "hard": NameInput(target_names)}
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
@@ -366,6 +384,7 @@ class CategoryRouteForm(forms.ModelForm):
     class Meta:
         model = m.CategoryRoute
         fields = "__all__"
+        widgets = {field: NameInput(category_target_names) for field in (*CATEGORIES, "default_target")}
 
     def clean(self) -> dict[str, Any]:
         """Each target must exist (a model, virtual model or tier alias); errors stand next to their field."""
@@ -413,6 +432,7 @@ class RoutingPolicyForm(forms.ModelForm):
     class Meta:
         model = m.RoutingPolicy
         fields = "__all__"
+        widgets = {"strength": NameInput(strength_names, attrs={"size": 20})}
 
     def clean(self) -> dict[str, Any]:
         """The fallback chain may not come back to this policy (the cycle is named next to ``fallback_to``)."""
@@ -451,6 +471,15 @@ class ContractForm(forms.ModelForm):
     modalities = forms.MultipleChoiceField(
         choices=[(x, x) for x in m.MODALITIES], widget=forms.CheckboxSelectMultiple, required=False
     )
+    allowed_model_classes = NameListField(
+        label="allowed model classes", names_of=model_class_names,
+        unknown='Unknown model class "{}": use the class of some model.',
+        help_text="Only models of these classes may serve the workload. Empty: any class.")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["allowed_model_classes"].offer(  # type: ignore[attr-defined]
+            self.instance.allowed_model_classes or [])
 
     class Meta:
         model = m.Contract
@@ -492,6 +521,19 @@ class LimitsForm(forms.ModelForm):
         return str(self.cleaned_data.get("budget_period") or "month")
 
 
+class TeamForm(LimitsForm):
+    allowed_models = NameListField(label="allowed models", help_text=m.Team._meta.get_field("allowed_models").help_text)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["allowed_models"].offer(self.instance.allowed_models or [])  # type: ignore[attr-defined]
+
+
+class GatewayKeyForm(TeamForm):
+    allowed_models = NameListField(
+        label="allowed models", help_text="Empty: every model (within the team's, when the key has a team).")
+
+
 def _limits_summary(obj: m.Team | m.GatewayKey) -> str:
     parts = [f"{obj.rpm} rpm" if obj.rpm else "", f"{obj.tpm} tpm" if obj.tpm else "",
              f"{obj.max_concurrency} at once" if obj.max_concurrency else "",
@@ -514,7 +556,7 @@ def _usage(scope_kind: str, obj: m.Team | m.GatewayKey) -> str:
 
 @admin.register(m.Team)
 class TeamAdmin(VersionedAdmin):
-    form = LimitsForm
+    form = TeamForm
     list_display = ("name", "limits", "allowed", "updated_at")
     search_fields = ("name",)
     readonly_fields = ("usage",)
@@ -535,7 +577,7 @@ class TeamAdmin(VersionedAdmin):
 
 @admin.register(m.GatewayKey)
 class GatewayKeyAdmin(VersionedAdmin):
-    form = LimitsForm
+    form = GatewayKeyForm
     list_display = ("name", "prefix", "team", "allowed", "limits", "expires_at", "revoked", "created_at")
     list_filter = ("revoked", "team")
     search_fields = ("name", "prefix")

@@ -24,6 +24,7 @@ from audit.money import axis_usd, usd
 from routing.config.runtime import current_table
 from routing.gateway.live_state import target_rows
 from routing.gateway.state import state
+from routing.playground import SEND_PERMISSION
 
 VIEW_REVISIONS = "audit.view_auditrevision"
 DEFAULT_WINDOW = "day"
@@ -115,6 +116,7 @@ def dashboard_view(request: HttpRequest) -> HttpResponse:
         "window": window.name,
         "window_links": [(w, w == window.name, f"?{urlencode({'window': w})}") for w in dashboard.WINDOWS],
         "can_view_audit": request.user.has_perm(VIEW_REVISIONS),
+        "can_use_playground": request.user.has_perm(SEND_PERMISSION),
     }
     if context["can_view_audit"]:
         slots = dashboard.window_slots(window, now)

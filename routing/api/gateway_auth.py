@@ -38,6 +38,7 @@ from django.conf import settings
 from django.http import HttpRequest
 from django.http.request import split_domain_port, validate_host
 
+from routing.api.playground_token import TokenRefusal, is_token, key_of_token
 from routing.core.table import KeySpec, RoutingTable
 from routing.gateway.gateway_error import GatewayError
 from routing.models import hash_secret
@@ -118,7 +119,7 @@ def caller_from_scope(scope: dict[str, Any], table: RoutingTable) -> Caller:
         content_type=content_type.decode("latin-1") if content_type is not None else None,
     )
     return authenticate(bearer or api_key, peer=client[0] if client else None, forwarded=forwarded, table=table,
-                        sender=sender)
+                        sender=sender, path=_path_info(scope))
 
 
 def caller_of(request: HttpRequest, table: RoutingTable) -> Caller:
@@ -132,13 +133,22 @@ def caller_of(request: HttpRequest, table: RoutingTable) -> Caller:
     sender = Sender(host=meta.get("HTTP_HOST") or meta.get("SERVER_NAME", ""), method=request.method or "GET",
                     origin=meta.get("HTTP_ORIGIN"), fetch_site=meta.get("HTTP_SEC_FETCH_SITE"),
                     content_type=meta.get("CONTENT_TYPE") or None)
-    return authenticate(token, peer=meta.get("REMOTE_ADDR"), forwarded=forwarded, table=table, sender=sender)
+    return authenticate(token, peer=meta.get("REMOTE_ADDR"), forwarded=forwarded, table=table, sender=sender,
+                        path=request.path_info)
 
 
 def authenticate(token: str, *, peer: str | None, forwarded: bool, table: RoutingTable,
-                 sender: Sender | None = None) -> Caller:
+                 sender: Sender | None = None, path: str = "") -> Caller:
     """The caller presenting ``token`` (may be empty) from TCP peer ``peer``; raises a 401 ``GatewayError``, or
-    in open mode a 403 or 415 when ``sender`` (None: nothing known, refused) is not a local program."""
+    in open mode a 403 or 415 when ``sender`` (None: nothing known, refused) is not a local program.
+
+    A playground token (routing.api.playground_token) is checked as such and never falls back to open mode:
+    a refused one is a 401 wherever it comes from, so the playground never sends what it did not mean to."""
+    if is_token(token):
+        try:
+            return Caller(key_of_token(token, table=table, path=path))
+        except TokenRefusal as exc:
+            raise _unauthorized(exc.message) from None
     key, refusal = _valid_key(token, table)
     if key is not None:
         return Caller(key)
@@ -148,6 +158,13 @@ def authenticate(token: str, *, peer: str | None, forwarded: bool, table: Routin
             raise problem
         return OPEN_CALLER  # whatever it sent: the SDKs insist on sending some key, and the demo says "unused"
     raise _unauthorized(refusal)
+
+
+def _path_info(scope: dict[str, Any]) -> str:
+    """The request's path below the application's mount point (as Django's ``path_info``)."""
+    path: str = scope.get("path", "")
+    root: str = scope.get("root_path", "")
+    return path[len(root):] if root and path.startswith(root) else path
 
 
 def local_program_refusal(sender: Sender) -> GatewayError | None:

@@ -142,7 +142,6 @@ def test_it_refuses_an_invalid_json_schema(admin_client: Client) -> None:
     response = admin_client.post("/admin/routing/contract/add/", {
         "workload": "invoice", "modalities": ["text"], "structured_output_required": "on",
         "schema": '{"type": "object", "properties": {"total": {"type": "money"}}}',
-        "allowed_model_classes": "[]",
     })
     errors = errors_of(response)
     assert any("Invalid JSON schema" in e for e in errors["schema"]), errors
@@ -176,7 +175,7 @@ def test_it_refuses_a_raw_provider_key(admin_client: Client) -> None:
 
 
 def test_it_shows_a_new_gateway_key_once_and_stores_only_its_hash(admin_client: Client) -> None:
-    response = admin_client.post("/admin/routing/gatewaykey/add/", {"name": "ci", "allowed_models": "[]"},
+    response = admin_client.post("/admin/routing/gatewaykey/add/", {"name": "ci"},
                                  follow=True)
     shown = [str(message) for message in response.context["messages"] if "<code>" in str(message)]
     assert len(shown) == 1
