@@ -193,6 +193,11 @@ class LimitLedger:
             del state.spend[stale]
         state.spend[current] = state.spend.get(current, 0) + spend_nanos
 
+    def spend(self, scope: LimitScope, now: float) -> int:
+        """The nano-dollars counted toward the scope's current budget period."""
+        state = self._scopes.get(scope.ident)
+        return 0 if state is None else state.spend.get(period_id(scope.limits.budget_period, now), 0)
+
     def counts(self, scope: LimitScope, now: float) -> ScopeCounts:
         """The scope's counts at ``now`` (the admin's view)."""
         return self._state(scope).counts(scope, now)
