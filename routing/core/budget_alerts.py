@@ -123,7 +123,7 @@ def verify_signature(secret: str, header: str, body: bytes, now: float, *, toler
 def retry_delay(attempt: int, base_s: float) -> float:
     """The wait before delivery attempt ``attempt + 1`` after ``attempt`` failed ones: ``base_s`` doubled each
     time, at most ten minutes."""
-    return min(base_s * (2 ** max(attempt - 1, 0)), MAX_RETRY_DELAY_S)
+    return min(base_s * float(2 ** max(attempt - 1, 0)), MAX_RETRY_DELAY_S)
 
 
 def retryable(status: int | None) -> bool:

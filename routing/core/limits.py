@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import calendar
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
 
@@ -82,9 +82,6 @@ class LimitScope:
     ident: str
     limits: Limits
     team: str = ""  # the team's name: a team's own, or the key's team (empty for a key without one)
-    # Where this scope's budget alerts are posted (its team's webhook; empty: the global one). It may carry a
-    # token of the receiver's, so it is never shown in a repr or a log line.
-    alert_webhook: str = field(default="", repr=False, compare=False)
 
 
 class Reservation(NamedTuple):

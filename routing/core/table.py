@@ -188,7 +188,6 @@ class TeamSpec:
     name: str
     limits: Limits = field(default_factory=Limits)
     allowed_models: frozenset[str] = frozenset()
-    alert_webhook_url: str = field(default="", repr=False)  # budget alerts of the team and its keys go here
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,11 +215,11 @@ class KeySpec:
         scopes = []
         if not self.is_master:
             team = self.team
-            team_name, webhook = ("", "") if team is None else (team.name, team.alert_webhook_url)
+            team_name = "" if team is None else team.name
             if self.limits.active:
-                scopes.append(LimitScope("key", self.name, f"key:{self.id}", self.limits, team_name, webhook))
+                scopes.append(LimitScope("key", self.name, f"key:{self.id}", self.limits, team_name))
             if team is not None and team.limits.active:
-                scopes.append(LimitScope("team", team.name, f"team:{team.name}", team.limits, team_name, webhook))
+                scopes.append(LimitScope("team", team.name, f"team:{team.name}", team.limits, team_name))
         object.__setattr__(self, "limit_scopes", tuple(scopes))
         object.__setattr__(self, "reserves_tokens", any(s.limits.tpm is not None for s in scopes))
         object.__setattr__(self, "reserves_money", any(s.limits.budget_usd is not None for s in scopes))

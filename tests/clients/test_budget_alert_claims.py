@@ -70,7 +70,8 @@ def test_it_claims_each_threshold_once_as_the_spend_crosses_it(kind: str, prefix
                 steps.append([(c.threshold, c.spend_nanos) for c in seen[before:]])
         finally:
             await store.aclose()
-        assert {c.period for c in seen} == {seen[0].period} and seen[0].period.startswith("day:")
+        assert {c.period for c in seen} == {seen[0].period}
+        assert seen[0].period.startswith("day:")
         assert all(c.scope.name == "k" and c.scope.team == "squad" for c in seen)
         return steps
 
@@ -135,7 +136,8 @@ def test_a_new_budget_period_claims_its_thresholds_afresh() -> None:
         return [(c.period, c.threshold) for c in seen]
 
     first, second = asyncio.run(run())
-    assert first[1] == second[1] == 50 and first[0] != second[0]
+    assert first[1] == second[1] == 50
+    assert first[0] != second[0]
 
 
 def test_without_thresholds_nothing_is_claimed(prefix: str) -> None:
