@@ -136,8 +136,11 @@ def test_a_receiver_out_of_reach_is_tried_the_configured_number_of_times() -> No
     with fast(url, GOMODEL_BUDGET_ALERT_RETRIES=2):
         job = job_of(crossing(scope))
         waits = [deliver_step(job, attempt) for attempt in range(3)]
-    assert waits[0] is not None and waits[1] is not None and waits[1] > waits[0]
-    assert waits[2] is None
+    first, second, last = waits
+    assert first is not None
+    assert second is not None
+    assert second > first
+    assert last is None
     row = row_of(scope)
     assert (row.delivery, row.attempts, row.last_status) == (BudgetAlert.FAILED, 3, None)
     assert row.last_error
@@ -151,7 +154,8 @@ def test_a_threshold_claimed_twice_is_posted_once(receiver: Receiver) -> None:
         one, two = BudgetAlerts(use_broker=False), BudgetAlerts(use_broker=False)
         one.crossed(crossing(scope))
         two.crossed(crossing(scope))
-        assert one.idle(30) and two.idle(30)
+        assert one.idle(30)
+        assert two.idle(30)
         assert eventually(lambda: row_of(scope).delivery == BudgetAlert.DELIVERED)
     assert len(receiver.posts) == 1
     assert BudgetAlert.objects.filter(scope_ident=scope.ident).count() == 1
