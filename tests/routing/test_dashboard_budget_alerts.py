@@ -53,3 +53,11 @@ def test_the_dashboard_lists_the_latest_alerts_and_their_delivery(admin_client: 
 def test_an_empty_list_says_which_thresholds_would_appear(admin_client: Client) -> None:
     page = admin_client.get("/admin/").content.decode()
     assert "No budget alert yet: a key or team whose spend crosses\n      50%, 80%, 100% of its budget" in page
+
+
+def test_the_audit_admin_lists_every_alert_read_only(admin_client: Client) -> None:
+    alert("ci-bot", 50, webhook="https://hooks.example.com", delivery=BudgetAlert.DELIVERED, attempts=1)
+    page = admin_client.get("/admin/audit/budgetalert/").content.decode()
+    assert "ci-bot" in page
+    assert "$10.01 of $12.50" in page
+    assert admin_client.get("/admin/audit/budgetalert/add/").status_code == 403
