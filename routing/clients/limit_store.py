@@ -151,6 +151,7 @@ class ProcessLimitStore:
         # (scope ident, period id) -> the thresholds claimed in that period; one entry per scope (a new period
         # replaces the last one's), so it is bounded by the configured keys and teams.
         self._claimed: dict[str, tuple[str, set[int]]] = {}
+        self._levels: dict[float | None, tuple[int, ...]] = {}  # budget_usd -> the thresholds' levels (nano-dollars)
         self._clock = clock
         self._lock = threading.Lock()  # the admin reads from another thread
         self._spend_source = spend_source
@@ -204,24 +205,37 @@ class ProcessLimitStore:
             future.set_result(None)
 
     def settle(self, admission: Admission, *, tokens: int, spend_nanos: int) -> bool:
-        watched = (tuple(s for s in admission.scopes if s.limits.budget_usd is not None)
-                   if spend_nanos > 0 and self.alert_thresholds else ())
+        if spend_nanos <= 0 or not self.alert_thresholds:
+            with self._lock:
+                self.ledger.settle(admission.scopes, admission.request_id, tokens=tokens, spend_nanos=spend_nanos,
+                                   now=self._clock())
+            return False
+        spent: list[tuple[LimitScope, int]] = []
+        crossings: list[BudgetCrossing] = []
         with self._lock:
             now = self._clock()
-            before = [self.ledger.spend(scope, now) for scope in watched]
             self.ledger.settle(admission.scopes, admission.request_id, tokens=tokens, spend_nanos=spend_nanos,
-                               now=now)
-            crossings = [crossing for scope, spent in zip(watched, before, strict=True)
-                         for crossing in self._claim(scope, spent, self.ledger.spend(scope, now), now)]
+                               now=now, spent=spent)
+            for scope, after in spent:
+                levels = self._levels.get(scope.limits.budget_usd) or self._levels_of(scope)
+                # Most settlements stay below the first level, or are past the last: two compares.
+                if after >= levels[0] and after - spend_nanos < levels[-1]:
+                    crossings += self._claim(scope, levels, after - spend_nanos, after, now)
         for crossing in crossings:
             _hand_over(self._on_crossing, crossing)
         return False
 
-    def _claim(self, scope: LimitScope, before: int, after: int, now: float) -> list[BudgetCrossing]:
+    def _levels_of(self, scope: LimitScope) -> tuple[int, ...]:
+        if len(self._levels) >= _MAX_ENCODED:
+            self._levels.clear()
+        levels = self._levels[scope.limits.budget_usd] = alert_levels(scope.limits.budget_nanos or 0,
+                                                                       self.alert_thresholds)
+        return levels
+
+    def _claim(self, scope: LimitScope, levels: tuple[int, ...], before: int, after: int,
+               now: float) -> list[BudgetCrossing]:
         """The thresholds this settlement crossed that this process has not claimed yet this period."""
-        budget = scope.limits.budget_nanos or 0
-        thresholds = self.alert_thresholds
-        hit = crossed(alert_levels(budget, thresholds), thresholds, before, after)
+        hit = crossed(levels, self.alert_thresholds, before, after)
         if not hit:
             return []
         period = period_id(scope.limits.budget_period, now)
