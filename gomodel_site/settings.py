@@ -18,7 +18,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from routing.clients.http1.proxy import parse_proxy_url
 from routing.clients.redis_url import parse_redis_url
-from routing.clients.webhook_url import webhook_url_problem
+from routing.config.webhook_url import webhook_url_problem
 from routing.core.budget_alerts import parse_thresholds
 from routing.core.durations import parse_duration
 from routing.core.key_references import parse_allow_list

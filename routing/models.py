@@ -15,10 +15,10 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models
 
-from routing.clients.webhook_url import webhook_url_problem
 from routing.config.provider_cloud import CLOUD_FIELDS, cloud_problems, default_base_url
 from routing.config.provider_egress import egress_problems
 from routing.config.provider_keys import variable_refusal
+from routing.config.webhook_url import webhook_url_problem
 from routing.core.categories import CATEGORIES, KEYWORD_CATEGORIES, strength_tag_problem
 from routing.core.embeddings import embedding_field_problems
 from routing.core.key_references import reference_variable

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 import httpx2
 
 from routing.clients.egress import egress
-from routing.clients.webhook_url import webhook_origin
 from routing.core.budget_alerts import ALERT_ID_HEADER, SIGNATURE_HEADER, signature_header
 
 USER_AGENT = "gomodel-budget-alerts/1"
@@ -55,9 +54,19 @@ def _proxy(url: str) -> httpx2.Proxy | None:
     return httpx2.Proxy(f"http://{proxy.address}", headers=headers)
 
 
+def _origin(url: str) -> str:
+    """``scheme://host[:port]`` of ``url``: all of it an error message shows."""
+    try:
+        target = httpx2.URL(url)
+    except (httpx2.InvalidURL, ValueError):
+        return "the webhook"
+    host = f"[{target.host}]" if ":" in target.host else target.host
+    return f"{target.scheme}://{host}" + (f":{target.port}" if target.port else "")
+
+
 def post_alert(url: str, body: bytes, *, secret: str, alert_id: str, now: float, timeout_s: float) -> PostResult:
     """POST ``body`` (JSON) to ``url`` signed with ``secret`` at ``now``; the outcome, never an exception."""
-    origin = webhook_origin(url)
+    origin = _origin(url)
     headers = {
         "Content-Type": "application/json",
         "User-Agent": USER_AGENT,

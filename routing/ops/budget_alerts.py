@@ -35,7 +35,7 @@ from audit.models import BudgetAlert
 from audit.publisher import publish_timeout_seconds
 from routing import models as m
 from routing.clients.alert_webhook import post_alert
-from routing.clients.webhook_url import webhook_origin
+from routing.config.webhook_url import webhook_origin
 from routing.core.budget_alerts import BudgetCrossing, alert_document, encode_body, retry_delay, retryable
 from routing.ops import metrics
 

@@ -18,9 +18,9 @@ from decimal import Decimal
 from typing import Any
 
 from routing import models as m
-from routing.clients.webhook_url import webhook_url_problem
 from routing.config.file.checks import _check_name, _check_number, _check_unknown_keys, _Checker, _num
 from routing.config.file.schema import ConfigError
+from routing.config.webhook_url import webhook_url_problem
 from routing.core.limits import BUDGET_PERIODS
 
 TEAM_FIELDS = ("name", "rpm", "tpm", "max_concurrency", "budget_usd", "budget_period", "allowed_models",
