@@ -20,7 +20,14 @@ from django.urls import reverse
 from django.utils.functional import cached_property
 from django.utils.html import format_html
 
-from audit.models import AttemptRecord, AuditRevision, ConfigRevision, RevisionRollup, UndeliverableEvent
+from audit.models import (
+    AttemptRecord,
+    AuditRevision,
+    BudgetAlert,
+    ConfigRevision,
+    RevisionRollup,
+    UndeliverableEvent,
+)
 from audit.money import usd
 
 # Below this many rows (by the estimate) a list counts its rows exactly: COUNT(*) of a small table is cheap, and an
@@ -164,3 +171,20 @@ class RevisionRollupAdmin(MoneyColumns, ReadOnlyAdmin):
     list_display = ("bucket", "span", "key_name", "team", "model", "tier", "status", "requests", "cost")
     list_filter = ("span",)
     ordering = ("-bucket",)
+
+
+@admin.register(BudgetAlert)
+class BudgetAlertAdmin(ReadOnlyAdmin):
+    list_display = ("fired_at", "scope_kind", "scope_name", "team", "threshold_shown", "spend", "period", "delivery",
+                    "attempts", "webhook", "last_error")
+    list_filter = ("delivery", "scope_kind", "threshold")
+    search_fields = ("=scope_name", "=team", "=alert_id")
+    ordering = ("-fired_at", "-id")
+
+    @admin.display(description="threshold", ordering="threshold")
+    def threshold_shown(self, obj: BudgetAlert) -> str:
+        return f"{obj.threshold}%"
+
+    @admin.display(description="spend of budget")
+    def spend(self, obj: BudgetAlert) -> str:
+        return f"{usd(float(obj.spend_usd))} of {usd(float(obj.budget_usd))}"

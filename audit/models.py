@@ -287,3 +287,40 @@ class RevisionRollup(models.Model):
 
     def __str__(self) -> str:
         return f"{self.bucket:%Y-%m-%d %H:%M} +{self.span}s {self.key_name or '-'} {self.model}: {self.requests}"
+
+
+class BudgetAlert(models.Model):
+    """A key or team crossed a threshold of its budget: one row per scope, budget period and threshold.
+
+    The unique constraint is what makes a threshold fire once, whatever happened before (a restart, a Redis that
+    lost its keys, processes counting on their own): the first alert recorded owns the row (``alert_id``) and only
+    its owner posts the webhook. The row also keeps how delivery went."""
+
+    PENDING, DELIVERED, FAILED, NO_WEBHOOK = "pending", "delivered", "failed", "no_webhook"
+    DELIVERY = [(PENDING, "pending"), (DELIVERED, "delivered"), (FAILED, "failed"), (NO_WEBHOOK, "no webhook")]
+
+    alert_id = models.UUIDField(unique=True)
+    fired_at = models.DateTimeField(db_index=True)
+    scope_kind = models.CharField(max_length=8)  # "key" or "team"
+    scope_ident = models.CharField(max_length=120)  # key:<id> or team:<name>
+    scope_name = models.CharField(max_length=100)
+    team = models.CharField(max_length=100, blank=True, default="")
+    period = models.CharField(max_length=24)  # day:2026-12-02, week:2026-11-30, month:2026-12, total
+    budget_period = models.CharField(max_length=5)
+    threshold = models.PositiveSmallIntegerField()  # percent
+    budget_usd = models.DecimalField(max_digits=16, decimal_places=6)
+    spend_usd = models.DecimalField(max_digits=18, decimal_places=9)
+    webhook = models.CharField(max_length=300, blank=True, default="", help_text="The receiver's origin only.")
+    delivery = models.CharField(max_length=10, choices=DELIVERY, default=PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    last_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    last_error = models.CharField(max_length=300, blank=True, default="")
+    delivered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ("-fired_at",)
+        constraints = [models.UniqueConstraint(fields=["scope_ident", "period", "threshold"],
+                                               name="budget_alert_once_per_period")]
+
+    def __str__(self) -> str:
+        return f"{self.scope_kind} {self.scope_name}: {self.threshold}% of {self.budget_usd} USD ({self.period})"

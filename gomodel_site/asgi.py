@@ -14,6 +14,7 @@ makes SIGTERM drain the worker and its shutdown flushes the audit (routing/ops/s
 
 from __future__ import annotations
 
+import asyncio
 import os
 
 from routing.ops import early_stop
@@ -74,6 +75,8 @@ async def _lifespan(receive, send):  # type: ignore[no-untyped-def]
             await prober.stop()  # before the shared health stops: its last reports still go out
             await gateway_state.stop_sharing()
             await gateway_state.close_limits()  # the settlements of the last requests reach Redis
+            # Budget alerts those settlements claimed get their first post (or reach the broker) before the exit.
+            await asyncio.to_thread(gateway_state.budget_alerts.idle, 5.0)
             await send({"type": "lifespan.shutdown.complete"})
             return
 

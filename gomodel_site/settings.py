@@ -18,6 +18,8 @@ from django.core.exceptions import ImproperlyConfigured
 
 from routing.clients.http1.proxy import parse_proxy_url
 from routing.clients.redis_url import parse_redis_url
+from routing.config.webhook_url import webhook_url_problem
+from routing.core.budget_alerts import parse_thresholds
 from routing.core.durations import parse_duration
 from routing.core.key_references import parse_allow_list
 
@@ -442,6 +444,27 @@ GOMODEL_LIMIT_KEY_PREFIX = env_str("GOMODEL_LIMIT_KEY_PREFIX", "gomodel:limit:")
 # The output a request without max_tokens reserves per choice against a key's tpm and budget (docs/governance.md).
 GOMODEL_LIMIT_DEFAULT_OUTPUT_TOKENS = env_int("GOMODEL_LIMIT_DEFAULT_OUTPUT_TOKENS", 1024, minimum=1,
                                               maximum=1_000_000)
+# Budget alerts (docs/governance.md#budget-alerts): each threshold (a percentage of a key's or team's budget_usd)
+# fires once per budget period: an audit row, gomodel_budget_alerts_total, and a signed POST to the team's
+# alert_webhook_url or, failing that, GOMODEL_BUDGET_ALERT_WEBHOOK_URL. An empty threshold list switches them off.
+try:
+    GOMODEL_BUDGET_ALERT_THRESHOLDS = parse_thresholds(env_str("GOMODEL_BUDGET_ALERT_THRESHOLDS", "50,80,100"))
+except ValueError as exc:
+    raise ImproperlyConfigured(f"GOMODEL_BUDGET_ALERT_THRESHOLDS: {exc}") from None
+GOMODEL_BUDGET_ALERT_WEBHOOK_URL = env_str("GOMODEL_BUDGET_ALERT_WEBHOOK_URL").strip()
+if _problem := webhook_url_problem(GOMODEL_BUDGET_ALERT_WEBHOOK_URL):
+    raise ImproperlyConfigured(f"GOMODEL_BUDGET_ALERT_WEBHOOK_URL {_problem}")  # never the URL: it may hold a token
+# The HMAC-SHA256 key every alert body is signed with (X-GoModel-Signature); alerts are never posted unsigned.
+GOMODEL_BUDGET_ALERT_SECRET = env_str("GOMODEL_BUDGET_ALERT_SECRET")
+if GOMODEL_BUDGET_ALERT_SECRET and len(GOMODEL_BUDGET_ALERT_SECRET) < 16:
+    raise ImproperlyConfigured("GOMODEL_BUDGET_ALERT_SECRET: must be at least 16 characters")
+if GOMODEL_BUDGET_ALERT_WEBHOOK_URL and not GOMODEL_BUDGET_ALERT_SECRET:
+    raise ImproperlyConfigured("GOMODEL_BUDGET_ALERT_SECRET: not set, and GOMODEL_BUDGET_ALERT_WEBHOOK_URL is; alerts "
+                               "are signed with it (given directly or as GOMODEL_BUDGET_ALERT_SECRET_FILE)")
+# Delivery: attempts after the first (each wait doubles from the base, at most 10 minutes), and each post's timeout.
+GOMODEL_BUDGET_ALERT_RETRIES = env_int("GOMODEL_BUDGET_ALERT_RETRIES", 8, minimum=0, maximum=20)
+GOMODEL_BUDGET_ALERT_RETRY_BASE = env_duration("GOMODEL_BUDGET_ALERT_RETRY_BASE", "10s", minimum=0.01)
+GOMODEL_BUDGET_ALERT_TIMEOUT = env_duration("GOMODEL_BUDGET_ALERT_TIMEOUT", "5s", minimum=0.1)
 # Set for several worker processes: prometheus_client then sums the metrics of all of them.
 PROMETHEUS_MULTIPROC_DIR = env_str("PROMETHEUS_MULTIPROC_DIR", "")
 

@@ -560,7 +560,7 @@ class TeamAdmin(VersionedAdmin):
     list_display = ("name", "limits", "allowed", "updated_at")
     search_fields = ("name",)
     readonly_fields = ("usage",)
-    fields = ("name", "allowed_models", *LIMIT_FIELDS, "usage")
+    fields = ("name", "allowed_models", *LIMIT_FIELDS, "alert_webhook_url", "usage")
 
     @admin.display(description="limits")
     def limits(self, obj: m.Team) -> str:

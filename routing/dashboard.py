@@ -20,6 +20,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from audit import charts, dashboard
+from audit.alerts import recent_budget_alerts
+from audit.models import BudgetAlert
 from audit.money import axis_usd, usd
 from routing.config.runtime import current_table
 from routing.gateway.live_state import target_rows
@@ -87,6 +89,21 @@ def _targets() -> list[dict[str, object]]:
     return rows
 
 
+def _alert_row(alert: BudgetAlert) -> dict[str, object]:
+    since = alert.fired_at.replace(hour=0, minute=0, second=0, microsecond=0).isoformat()
+    url = (_history(key=alert.scope_name, since=since) if alert.scope_kind == "key"
+           else _history(team=alert.scope_name, since=since))
+    detail = ""
+    if alert.delivery == BudgetAlert.DELIVERED:
+        detail = f"to {alert.webhook}" + (f" after {alert.attempts} attempts" if alert.attempts > 1 else "")
+    elif alert.delivery in (BudgetAlert.PENDING, BudgetAlert.FAILED):
+        detail = f"{alert.webhook}: {alert.attempts} attempts" + (f", {alert.last_error}" if alert.last_error else "")
+    return {"when": alert.fired_at.strftime("%Y-%m-%d %H:%M:%S"), "kind": alert.scope_kind, "name": alert.scope_name,
+            "url": url, "threshold": f"{alert.threshold}%", "spend": usd(float(alert.spend_usd)),
+            "budget": usd(float(alert.budget_usd)), "period": alert.period,
+            "delivery": alert.get_delivery_display(), "detail": detail}
+
+
 def _process() -> dict[str, object]:
     shared = state.shared
     if shared is None:
@@ -135,5 +152,7 @@ def dashboard_view(request: HttpRequest) -> HttpResponse:
                           else "") for s in dashboard.top_keys(window, now)],
             "top_teams": [(s.label, usd(s.cost_usd), s.requests, _history(team=s.team, **since))
                           for s in dashboard.top_teams(window, now)],
+            "budget_alerts": [_alert_row(alert) for alert in recent_budget_alerts()],
+            "alert_thresholds": ", ".join(f"{t}%" for t in settings.GOMODEL_BUDGET_ALERT_THRESHOLDS),
         })
     return TemplateResponse(request, "admin/dashboard.html", context)

@@ -18,6 +18,7 @@ from django.db import models
 from routing.config.provider_cloud import CLOUD_FIELDS, cloud_problems, default_base_url
 from routing.config.provider_egress import egress_problems
 from routing.config.provider_keys import variable_refusal
+from routing.config.webhook_url import webhook_url_problem
 from routing.core.categories import CATEGORIES, KEYWORD_CATEGORIES, strength_tag_problem
 from routing.core.embeddings import embedding_field_problems
 from routing.core.key_references import reference_variable
@@ -56,6 +57,12 @@ def validate_name(value: str) -> None:
         raise ValidationError(
             "Use 1-200 letters, digits and . _ : / @ + - (starting with a letter or digit).", code="invalid_value"
         )
+
+
+def validate_webhook_url(value: str) -> None:
+    problem = webhook_url_problem(value)
+    if problem:
+        raise ValidationError(f"The budget alert webhook URL {problem}.", code="invalid_value")
 
 
 def validate_env_reference(value: str) -> None:
@@ -600,6 +607,12 @@ class Team(LimitFields):
     allowed_models = models.JSONField(
         default=list, blank=True, validators=[validate_string_list],
         help_text="Empty: every model. A key of the team may call only models on this list (and on its own).",
+    )
+    alert_webhook_url = models.CharField(
+        max_length=2000, blank=True, default="", validators=[validate_webhook_url],
+        verbose_name="budget alert webhook URL",
+        help_text="Where the budget alerts of the team and its keys are posted (http or https, signed with "
+                  "GOMODEL_BUDGET_ALERT_SECRET); empty: GOMODEL_BUDGET_ALERT_WEBHOOK_URL, if set.",
     )
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -31,9 +31,13 @@ KEYS_PER_SCOPE = 7  # req, tok, slots, spend, resv, resvamt, resvsum
 # taken before this request (see ScopeCounts; -1: none). A string, not an array of integers: it is read in one
 # split instead of an element at a time. The decision mirrors routing.core.limits.decide.
 #
-# "settle": ARGV: window ms, then two per scope: 1 when it limits tokens (else 0), and the unix time its spend
-# key may go (0: kept; -1: the scope has no budget, so its spend is not counted); last the request id, its
-# tokens and its nano-dollars. Returns 1.
+# "settle": ARGV: window ms, the number L of budget alert thresholds and their L percentages, then 2 + L per
+# scope: 1 when it limits tokens (else 0), the unix time its spend key may go (0: kept; -1: the scope has no
+# budget, so its spend is not counted), and the spend in nano-dollars at which each threshold is crossed (-1:
+# none); last the request id, its tokens and its nano-dollars. A threshold whose level the added spend carried the
+# period's spend to or past is claimed in the set ``<spend key>:alerts`` (SADD: once per scope, period and
+# threshold, whichever process settles). Returns 1, or when thresholds were claimed a string of
+# ``<scope index>:<percent>:<spend after>`` items separated by commas.
 #
 # "seed": ARGV: the scope's index, the nano-dollars spent so far this period (from the database), the unix time
 # the key may go (0: kept). Sets the spend key only if it is still missing. Returns 1.
@@ -166,9 +170,11 @@ end
 local function settle(now)
   local n = #ARGV
   local window, rid, tokens, spend = tonumber(ARGV[2]), ARGV[n - 2], tonumber(ARGV[n - 1]), tonumber(ARGV[n])
+  local levels = tonumber(ARGV[3])
   local second = math.floor(now / 1000)
+  local fired = {}
   for i = 0, #KEYS / 7 - 1 do
-    local k, a = i * 7, 2 + i * 2
+    local k, a = i * 7, 3 + levels + i * (2 + levels)
     redis.call('ZREM', KEYS[k + 3], rid)
     release(k, rid)
     if tokens > 0 and ARGV[a + 1] == '1' then
@@ -181,12 +187,23 @@ local function settle(now)
       -- a spend key that is missing here (evicted, or Redis restarted empty) is rebuilt from the database at the
       -- next admission, which then counts this answer too (it is audited): nothing is added to a missing key
       if redis.call('EXISTS', KEYS[k + 4]) == 1 then
-        redis.call('INCRBY', KEYS[k + 4], spend)
+        local after = redis.call('INCRBY', KEYS[k + 4], spend)
         if until_s > 0 then redis.call('EXPIREAT', KEYS[k + 4], until_s) end
+        for j = 1, levels do
+          local level = tonumber(ARGV[a + 2 + j])
+          if level >= 0 and after - spend < level and level <= after then
+            local claims = KEYS[k + 4] .. ':alerts'
+            if redis.call('SADD', claims, ARGV[3 + j]) == 1 then
+              fired[#fired + 1] = string.format('%d:%s:%d', i, ARGV[3 + j], after)
+            end
+            if until_s > 0 then redis.call('EXPIREAT', claims, until_s) end
+          end
+        end
       end
     end
   end
-  return 1
+  if #fired == 0 then return 1 end
+  return table.concat(fired, ',')
 end
 
 local function seed()
@@ -244,6 +261,17 @@ def counts_at(values: list[int], start: int) -> ScopeCounts:
 
 
 ADMITTED, REFUSED, SPEND_MISSING = 1, 0, 2
+
+
+def claimed_thresholds(reply: object) -> list[tuple[int, int, int]]:
+    """``settle``'s reply as (scope index, percent, spend after) for each threshold it claimed; none for 1."""
+    if not isinstance(reply, str):
+        return []
+    out = []
+    for item in reply.split(","):
+        index, percent, after = item.split(":")
+        out.append((int(index), int(percent), int(after)))
+    return out
 
 
 def admit_reply(reply: str) -> tuple[float, int, list[int]]:

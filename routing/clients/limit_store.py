@@ -25,9 +25,15 @@ Spend is durable: a store given a ``spend_source`` (the audit trail's sums, ``au
 budget period's spend from the database before it counts the first request of that period (the process store),
 or whenever the Redis key is missing (evicted, or Redis restarted empty): a missing key is never read as zero.
 
+Budget alerts (``routing.core.budget_alerts``): a store given thresholds compares each settlement's spend before and
+after against them, claims a crossed threshold once per scope and period (in Redis, in the settlement's own script;
+in this process's memory otherwise) and hands it to ``on_crossing``, which must not block. A seed never crosses
+anything: what the database already counted was settled, and alerted, before.
+
 Keys (``prefix`` defaults to ``gomodel:limit:``): ``<prefix><scope>:req`` (sorted set of admission times),
 ``:tok`` (one-second token buckets), ``:slots`` (request ids by lease end), ``:spend:<period>`` (nano-dollars),
-``:resv``, ``:resvamt``, ``:resvsum`` (the reservations in flight: ids by lease end, amounts, sums).
+``:spend:<period>:alerts`` (the budget alert thresholds claimed), ``:resv``, ``:resvamt``, ``:resvsum`` (the
+reservations in flight: ids by lease end, amounts, sums).
 """
 
 from __future__ import annotations
@@ -51,9 +57,11 @@ from routing.clients.limit_scripts import (
     LIMITS,
     SPEND_MISSING,
     admit_reply,
+    claimed_thresholds,
     counts_at,
 )
 from routing.clients.redis_client import RedisReplyError, RedisUnavailable, RespClient, ScriptCall, Sent
+from routing.core.budget_alerts import BudgetCrossing, alert_levels, crossed
 from routing.core.limit_ledger import DEFAULT_SLOT_LEASE_S, LimitLedger, Verdict, verdict_of
 from routing.core.limits import (
     NO_RESERVATION,
@@ -76,6 +84,8 @@ _SEED_RETRY_S = 5.0  # after a failed seed, the process store asks the database 
 
 # The spend of a scope since a unix time, in nano-dollars, from the database (the audit trail): seeds budgets.
 SpendSource = Callable[[LimitScope, float], Coroutine[Any, Any, int]]
+# Told of each budget alert threshold a store claimed; called on the event loop, it must not block.
+OnCrossing = Callable[[BudgetCrossing], None]
 
 
 class SpendUnavailable(Exception):
@@ -133,8 +143,15 @@ class ProcessLimitStore:
     """Limits counted in this process only; budgets seeded from the database once per period (``spend_source``)."""
 
     def __init__(self, *, slot_lease_s: float = DEFAULT_SLOT_LEASE_S,
-                 clock: Callable[[], float] = time.time, spend_source: SpendSource | None = None) -> None:
+                 clock: Callable[[], float] = time.time, spend_source: SpendSource | None = None,
+                 alert_thresholds: tuple[int, ...] = (), on_crossing: OnCrossing | None = None) -> None:
         self.ledger = LimitLedger(slot_lease_s=slot_lease_s)
+        self.alert_thresholds = alert_thresholds if on_crossing is not None else ()
+        self._on_crossing = on_crossing
+        # (scope ident, period id) -> the thresholds claimed in that period; one entry per scope (a new period
+        # replaces the last one's), so it is bounded by the configured keys and teams.
+        self._claimed: dict[str, tuple[str, set[int]]] = {}
+        self._levels: dict[float | None, tuple[int, ...]] = {}  # budget_usd -> the thresholds' levels (nano-dollars)
         self._clock = clock
         self._lock = threading.Lock()  # the admin reads from another thread
         self._spend_source = spend_source
@@ -188,10 +205,46 @@ class ProcessLimitStore:
             future.set_result(None)
 
     def settle(self, admission: Admission, *, tokens: int, spend_nanos: int) -> bool:
+        if spend_nanos <= 0 or not self.alert_thresholds:
+            with self._lock:
+                self.ledger.settle(admission.scopes, admission.request_id, tokens=tokens, spend_nanos=spend_nanos,
+                                   now=self._clock())
+            return False
+        spent: list[tuple[LimitScope, int]] = []
+        crossings: list[BudgetCrossing] = []
         with self._lock:
+            now = self._clock()
             self.ledger.settle(admission.scopes, admission.request_id, tokens=tokens, spend_nanos=spend_nanos,
-                               now=self._clock())
+                               now=now, spent=spent)
+            for scope, after in spent:
+                levels = self._levels.get(scope.limits.budget_usd) or self._levels_of(scope)
+                # Most settlements stay below the first level, or are past the last: two compares.
+                if after >= levels[0] and after - spend_nanos < levels[-1]:
+                    crossings += self._claim(scope, levels, after - spend_nanos, after, now)
+        for crossing in crossings:
+            _hand_over(self._on_crossing, crossing)
         return False
+
+    def _levels_of(self, scope: LimitScope) -> tuple[int, ...]:
+        if len(self._levels) >= _MAX_ENCODED:
+            self._levels.clear()
+        levels = self._levels[scope.limits.budget_usd] = alert_levels(scope.limits.budget_nanos or 0,
+                                                                       self.alert_thresholds)
+        return levels
+
+    def _claim(self, scope: LimitScope, levels: tuple[int, ...], before: int, after: int,
+               now: float) -> list[BudgetCrossing]:
+        """The thresholds this settlement crossed that this process has not claimed yet this period."""
+        hit = crossed(levels, self.alert_thresholds, before, after)
+        if not hit:
+            return []
+        period = period_id(scope.limits.budget_period, now)
+        known = self._claimed.get(scope.ident)
+        if known is None or known[0] != period:
+            known = self._claimed[scope.ident] = (period, set())
+        fresh = [pct for pct in hit if pct not in known[1]]
+        known[1].update(fresh)
+        return [BudgetCrossing(scope, period, pct, after, now) for pct in fresh]
 
     async def counts(self, scope: LimitScope) -> ScopeCounts:
         with self._lock:
@@ -199,6 +252,15 @@ class ProcessLimitStore:
 
     async def aclose(self) -> None:
         return None
+
+
+def _hand_over(on_crossing: OnCrossing | None, crossing: BudgetCrossing) -> None:
+    if on_crossing is None:
+        return
+    try:
+        on_crossing(crossing)
+    except Exception:  # an alert must never fail the settlement that crossed it
+        logger.exception("limits: a budget alert could not be handed over")
 
 
 async def _spend_since(source: SpendSource | None, scope: LimitScope, now: float) -> int | None:
@@ -226,6 +288,7 @@ class _Fixed:
     settle: ScriptCall
     keys: tuple[str, ...]
     spend_until: tuple[int, ...]  # per scope: when its spend key may go (0: kept; -1: no budget)
+    periods: tuple[str, ...]  # per scope: the budget period its spend key counts
     holds_slot: bool  # a scope limits concurrency: every answer returns a slot
     counts_tokens: bool  # a scope limits tokens per minute
     counts_spend: bool  # a scope has a budget
@@ -255,12 +318,18 @@ class RedisLimitStore:
         fallback: ProcessLimitStore | None = None,
         clock: Callable[[], float] = time.time,
         spend_source: SpendSource | None = None,
+        alert_thresholds: tuple[int, ...] = (),
+        on_crossing: OnCrossing | None = None,
     ) -> None:
         self._client = RespClient(url, timeout=socket_timeout)
         self.prefix = prefix
         self._spend_source = spend_source
-        # While Redis is away budgets are still seeded from the database: an outage does not reset them.
-        self.fallback = fallback or ProcessLimitStore(slot_lease_s=slot_lease_s, clock=clock, spend_source=spend_source)
+        self.alert_thresholds = alert_thresholds if on_crossing is not None else ()
+        self._on_crossing = on_crossing
+        # While Redis is away budgets are still seeded from the database, and alerts claimed in memory: an outage
+        # resets neither (the audit trail's unique row keeps an alert claimed on both sides of it from firing twice).
+        self.fallback = fallback or ProcessLimitStore(slot_lease_s=slot_lease_s, clock=clock, spend_source=spend_source,
+                                                      alert_thresholds=alert_thresholds, on_crossing=on_crossing)
         self._lease_ms = int(slot_lease_s * 1000)
         self._window_ms = int(WINDOW_S * 1000)
         self._retry_after_s = retry_after_s
@@ -289,8 +358,10 @@ class RedisLimitStore:
             return fixed
         keys: list[str] = []
         admit_args: list[str | int] = ["admit", self._lease_ms, self._window_ms]
-        settle_args: list[str | int] = ["settle", self._window_ms]
+        thresholds = self.alert_thresholds
+        settle_args: list[str | int] = ["settle", self._window_ms, len(thresholds), *thresholds]
         spend_until: list[int] = []
+        periods: list[str] = []
         since, until = -math.inf, math.inf
         for scope in scopes:
             keys += self._keys(scope, now)
@@ -301,11 +372,14 @@ class RedisLimitStore:
             start, end = period_bounds(limits.budget_period, now)
             keep = -1 if budget is None else 0 if end is None else int(end) + 86_400  # kept a day for the admin
             settle_args += [1 if limits.tpm is not None else 0, keep]
+            settle_args += [-1] * len(thresholds) if budget is None else alert_levels(budget, thresholds)
             spend_until.append(keep)
+            periods.append(period_id(limits.budget_period, now))
             since = max(since, start)
             until = min(until, math.inf if end is None else end)
         fixed = _Fixed(scopes, since, until, ScriptCall(LIMITS, keys, admit_args, per_call=3),
                        ScriptCall(LIMITS, keys, settle_args, per_call=3), tuple(keys), tuple(spend_until),
+                       tuple(periods),
                        holds_slot=any(scope.limits.max_concurrency is not None for scope in scopes),
                        counts_tokens=any(scope.limits.tpm is not None for scope in scopes),
                        counts_spend=any(scope.limits.budget_usd is not None for scope in scopes))
@@ -388,32 +462,43 @@ class RedisLimitStore:
         fixed = self._fixed(admission.scopes, self._clock())
         if not fixed.settles(admission, tokens, spend_nanos):
             return False
-        call = fixed.settle
         args = (admission.request_id, tokens, spend_nanos)
-        sent = self._client.send_call(call, args, functools.partial(self._settled, admission, tokens, spend_nanos))
+        sent = self._client.send_call(fixed.settle, args,
+                                      functools.partial(self._settled, fixed, admission, tokens, spend_nanos))
         if sent is Sent.NOT_SENT:
-            self._in_background(self._settle_when_connected(call, admission, tokens, spend_nanos))
+            self._in_background(self._settle_when_connected(fixed, admission, tokens, spend_nanos))
         return sent is Sent.QUEUED
 
-    def _settled(self, admission: Admission, tokens: int, spend_nanos: int, reply: object) -> None:
+    def _settled(self, fixed: _Fixed, admission: Admission, tokens: int, spend_nanos: int, reply: object) -> None:
         if isinstance(reply, RedisUnavailable) and reply.dropped:
             # The connection went before the answer (Redis restarted, or closed an idle connection): sent again
             # on a new one, as the client does for a command it waits for.
-            call = self._fixed(admission.scopes, self._clock()).settle
-            self._in_background(self._settle_when_connected(call, admission, tokens, spend_nanos))
+            self._in_background(self._settle_when_connected(fixed, admission, tokens, spend_nanos))
         elif isinstance(reply, _UNAVAILABLE):
             self._settle_failed(reply, admission, tokens, spend_nanos)
         else:
             self._mark_up()
+            self._claimed(fixed, reply)
 
-    async def _settle_when_connected(self, call: ScriptCall, admission: Admission, tokens: int,
+    async def _settle_when_connected(self, fixed: _Fixed, admission: Admission, tokens: int,
                                      spend_nanos: int) -> None:
         try:
-            await self._client.run_call(call, admission.request_id, tokens, spend_nanos)
+            reply = await self._client.run_call(fixed.settle, admission.request_id, tokens, spend_nanos)
         except _UNAVAILABLE as exc:
             self._settle_failed(exc, admission, tokens, spend_nanos)
             return
         self._mark_up()
+        self._claimed(fixed, reply)
+
+    def _claimed(self, fixed: _Fixed, reply: object) -> None:
+        """Hand over the thresholds the settlement's script claimed (none, mostly: its reply is then 1)."""
+        claims = claimed_thresholds(reply)
+        if not claims or self._on_crossing is None:
+            return
+        now = self._clock()
+        for index, percent, after in claims:
+            _hand_over(self._on_crossing, BudgetCrossing(fixed.scopes[index], fixed.periods[index], percent, after,
+                                                         now))
 
     def _settle_failed(self, exc: BaseException, admission: Admission, tokens: int, spend_nanos: int) -> None:
         # The slot lapses in Redis after its lease; the tokens and spend are counted here meanwhile.
@@ -464,9 +549,11 @@ class RedisLimitStore:
 
 
 def make_limit_store(redis_url: str | None, *, prefix: str = DEFAULT_PREFIX,
-                     spend_source: SpendSource | None = None) -> LimitStore:
+                     spend_source: SpendSource | None = None, alert_thresholds: tuple[int, ...] = (),
+                     on_crossing: OnCrossing | None = None) -> LimitStore:
     """Counts in Redis when ``redis_url`` is set (shared by every process), else in this process; budgets are
-    seeded from ``spend_source`` (the database) in both."""
+    seeded from ``spend_source`` (the database) in both, and budget alert thresholds claimed by either."""
     if redis_url:
-        return RedisLimitStore(redis_url, prefix=prefix, spend_source=spend_source)
-    return ProcessLimitStore(spend_source=spend_source)
+        return RedisLimitStore(redis_url, prefix=prefix, spend_source=spend_source,
+                               alert_thresholds=alert_thresholds, on_crossing=on_crossing)
+    return ProcessLimitStore(spend_source=spend_source, alert_thresholds=alert_thresholds, on_crossing=on_crossing)

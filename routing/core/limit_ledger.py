@@ -171,8 +171,9 @@ class LimitLedger:
         return verdict
 
     def settle(self, scopes: tuple[LimitScope, ...], request_id: str, *, tokens: int, spend_nanos: int,
-               now: float) -> None:
-        """The answer ended: release its slot and its reservation, count its tokens and its spend."""
+               now: float, spent: list[tuple[LimitScope, int]] | None = None) -> None:
+        """The answer ended: release its slot and its reservation, count its tokens and its spend. ``spent``, when
+        given, gets each budgeted scope with its period's spend after this answer (what budget alerts compare)."""
         for scope in scopes:
             state = self._state(scope)
             state.slots.pop(request_id, None)
@@ -182,16 +183,25 @@ class LimitLedger:
                 state.trim(now)
                 state.add_tokens(tokens, now)
             if spend_nanos > 0 and limits.budget_usd is not None:
-                self.add_spend(scope, spend_nanos, now)
+                after = self.add_spend(scope, spend_nanos, now)
+                if spent is not None:
+                    spent.append((scope, after))
 
-    def add_spend(self, scope: LimitScope, spend_nanos: int, now: float) -> None:
-        """Count spend toward the scope's current budget period (a new period drops the last one's)."""
+    def add_spend(self, scope: LimitScope, spend_nanos: int, now: float) -> int:
+        """Count spend toward the scope's current budget period (a new period drops the last one's); the period's
+        spend after it."""
         state = self._state(scope)
         current = period_id(scope.limits.budget_period, now)
         kind = current.split(":", 1)[0]
         for stale in [p for p in state.spend if p != current and p.split(":", 1)[0] == kind]:
             del state.spend[stale]
-        state.spend[current] = state.spend.get(current, 0) + spend_nanos
+        total = state.spend[current] = state.spend.get(current, 0) + spend_nanos
+        return total
+
+    def spend(self, scope: LimitScope, now: float) -> int:
+        """The nano-dollars counted toward the scope's current budget period."""
+        state = self._scopes.get(scope.ident)
+        return 0 if state is None else state.spend.get(period_id(scope.limits.budget_period, now), 0)
 
     def counts(self, scope: LimitScope, now: float) -> ScopeCounts:
         """The scope's counts at ``now`` (the admin's view)."""

@@ -81,6 +81,7 @@ class LimitScope:
     name: str
     ident: str
     limits: Limits
+    team: str = ""  # the team's name: a team's own, or the key's team (empty for a key without one)
 
 
 class Reservation(NamedTuple):

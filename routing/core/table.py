@@ -214,11 +214,12 @@ class KeySpec:
     def __post_init__(self) -> None:
         scopes = []
         if not self.is_master:
-            if self.limits.active:
-                scopes.append(LimitScope("key", self.name, f"key:{self.id}", self.limits))
             team = self.team
+            team_name = "" if team is None else team.name
+            if self.limits.active:
+                scopes.append(LimitScope("key", self.name, f"key:{self.id}", self.limits, team_name))
             if team is not None and team.limits.active:
-                scopes.append(LimitScope("team", team.name, f"team:{team.name}", team.limits))
+                scopes.append(LimitScope("team", team.name, f"team:{team.name}", team.limits, team_name))
         object.__setattr__(self, "limit_scopes", tuple(scopes))
         object.__setattr__(self, "reserves_tokens", any(s.limits.tpm is not None for s in scopes))
         object.__setattr__(self, "reserves_money", any(s.limits.budget_usd is not None for s in scopes))

@@ -32,6 +32,7 @@ from routing.core.table import RoutingTable
 from routing.gateway.shared_sync import SharedSync
 from routing.gateway.spend_history import spend_source
 from routing.ops import metrics
+from routing.ops.budget_alerts import BudgetAlerts
 
 MAX_WARM_SESSIONS = 100_000
 
@@ -51,6 +52,7 @@ class GatewayState:
     ))
     _pins: PinStore | None = None
     _limits: LimitStore | None = None
+    budget_alerts: BudgetAlerts = field(default_factory=BudgetAlerts)  # where the limit store's crossings go
     _provider_quotas: ProviderQuotaStore | None = None
     _key_turn: dict[str, int] = field(default_factory=dict)
     applied_version: int = -1
@@ -76,7 +78,9 @@ class GatewayState:
         """Where per-key and per-team limits are counted: Redis when ``REDIS_URL`` is set, else this process."""
         if self._limits is None:
             self._limits = make_limit_store(settings.REDIS_URL or None, prefix=settings.GOMODEL_LIMIT_KEY_PREFIX,
-                                            spend_source=spend_source())
+                                            spend_source=spend_source(),
+                                            alert_thresholds=settings.GOMODEL_BUDGET_ALERT_THRESHOLDS,
+                                            on_crossing=self.budget_alerts.crossed)
         return self._limits
 
     @property

@@ -234,6 +234,10 @@ LIMIT_REJECTIONS = Labelled(
         ["key", "team", "limit"],
     )
 )
+BUDGET_ALERTS = Labelled(
+    Counter("gomodel_budget_alerts_total", "Budget alert thresholds crossed (each once per budget period), by "
+            "scope (key or team), its name and the threshold in percent.", ["scope", "name", "threshold"])
+)
 SPEND = Labelled(
     Counter("gomodel_spend_usd_total", "Upstream spend in USD by gateway key and team (failed attempts billed "
             "by the provider included).", ["key", "team"])

@@ -34,7 +34,7 @@ def config(**extra: Any) -> dict[str, Any]:
 TEAMS = [
     {"name": "research", "rpm": 600, "tpm": 2_000_000, "max_concurrency": 20, "budget_usd": 500,
      "budget_period": "week", "allowed_models": ["openai/gpt-4o-mini"]},
-    {"name": "interns", "budget_usd": 12.5},
+    {"name": "interns", "budget_usd": 12.5, "alert_webhook_url": "https://hooks.example.com/gomodel?token=t0k"},
     {"name": "unlimited"},
 ]
 
@@ -53,6 +53,7 @@ def test_teams_load_and_dump_back_equal(tmp_path: Path) -> None:
     assert research.allowed_models == ["openai/gpt-4o-mini"]
     interns = m.Team.objects.get(name="interns")
     assert (interns.rpm, interns.budget_usd, interns.budget_period) == (None, Decimal("12.5"), "month")
+    assert interns.alert_webhook_url == "https://hooks.example.com/gomodel?token=t0k"
     assert dump_config()["teams"] == TEAMS
     again = tmp_path / "again.yaml"
     again.write_text(dump_yaml(dump_config()))
@@ -84,11 +85,27 @@ def test_a_changed_team_moves_the_version_and_reaches_its_keys(tmp_path: Path) -
     ({"name": "t", "allowed_models": "gpt"}, "teams[0].allowed_models: expected a list of model names"),
     ({"name": "bad name!"}, "teams[0].name: 'bad name!' is not a valid name"),
     ({"name": "t", "budget": 5}, "teams[0].budget: unknown field"),
+    ({"name": "t", "alert_webhook_url": "ftp://hooks.example.com/x"},
+     "teams[0].alert_webhook_url: must be an http:// or https:// URL, got ftp://"),
+    ({"name": "t", "alert_webhook_url": "hooks.example.com/x"},
+     "teams[0].alert_webhook_url: must be an http:// or https:// URL, got no scheme"),
+    ({"name": "t", "alert_webhook_url": "https://ops:pw@hooks.example.com/x"},
+     "teams[0].alert_webhook_url: must not carry a user or password"),
+    ({"name": "t", "alert_webhook_url": "https://hooks.example.com:99999/x"},
+     "teams[0].alert_webhook_url: is not a valid URL"),
+    ({"name": "t", "alert_webhook_url": 42}, "teams[0].alert_webhook_url: expected an http:// or https:// URL"),
 ])
 def test_a_bad_team_is_refused_naming_the_field(entry: dict[str, Any], expected: str) -> None:
     with pytest.raises(ConfigError) as caught:
         parse_config(config(teams=[entry]))
     assert any(problem.startswith(expected) for problem in caught.value.problems), caught.value.problems
+
+
+def test_a_refused_webhook_url_is_never_echoed() -> None:
+    """A webhook URL's path may carry the receiver's token: the refusal names the field, not the URL."""
+    with pytest.raises(ConfigError) as caught:
+        parse_config(config(teams=[{"name": "t", "alert_webhook_url": "ftp://hooks.example.com/s3cr3t-token"}]))
+    assert not any("s3cr3t-token" in problem for problem in caught.value.problems)
 
 
 def test_a_team_listed_twice_is_refused() -> None:

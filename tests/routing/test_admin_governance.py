@@ -51,6 +51,8 @@ KEY_FORM = {"name": "ci", "team": "", "rpm": "", "tpm": "", "max_concurrency": "
     ("budget_usd", "-1", "greater than or equal to 0"),
     ("budget_period", "year", "not one of the available choices"),
     ("allowed_models", "gpt", 'Unknown model "gpt"'),
+    ("alert_webhook_url", "ftp://hooks.example.com/x", "must be an http:// or https:// URL"),
+    ("alert_webhook_url", "https://ops:pw@hooks.example.com/x", "must not carry a user or password"),
 ])
 def test_the_team_form_names_the_field_of_a_bad_value(admin_client: Client, field: str, value: str,
                                                       words: str) -> None:

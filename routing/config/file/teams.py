@@ -3,10 +3,11 @@
 ```yaml
 teams:
   - {name: research, rpm: 600, tpm: 2000000, max_concurrency: 20, budget_usd: 500, budget_period: month,
-     allowed_models: [normal, openai/gpt-4o-mini]}
+     allowed_models: [normal, openai/gpt-4o-mini], alert_webhook_url: "https://hooks.example.com/gomodel"}
 ```
 
 Every field but ``name`` is optional; an absent limit is no limit and ``budget_period`` defaults to ``month``.
+``alert_webhook_url`` receives the budget alerts of the team and its keys (docs/governance.md#budget-alerts).
 Keys join a team in the admin or with ``manage.py createkey NAME --team research``.
 """
 
@@ -19,9 +20,11 @@ from typing import Any
 from routing import models as m
 from routing.config.file.checks import _check_name, _check_number, _check_unknown_keys, _Checker, _num
 from routing.config.file.schema import ConfigError
+from routing.config.webhook_url import webhook_url_problem
 from routing.core.limits import BUDGET_PERIODS
 
-TEAM_FIELDS = ("name", "rpm", "tpm", "max_concurrency", "budget_usd", "budget_period", "allowed_models")
+TEAM_FIELDS = ("name", "rpm", "tpm", "max_concurrency", "budget_usd", "budget_period", "allowed_models",
+               "alert_webhook_url")
 _WHOLE_LIMITS = ("rpm", "tpm", "max_concurrency")
 
 
@@ -45,6 +48,12 @@ def parse_team(chk: _Checker, path: str, entry: dict[str, Any]) -> dict[str, Any
     if not isinstance(models, list) or not all(isinstance(x, str) and x.strip() for x in models):
         chk.add(f"{path}.allowed_models", f"expected a list of model names, got {models!r}")
         models = []
+    webhook = entry.get("alert_webhook_url", "")
+    if not isinstance(webhook, str):
+        chk.add(f"{path}.alert_webhook_url", f"expected an http:// or https:// URL, got {webhook!r}")
+        webhook = ""
+    elif problem := webhook_url_problem(webhook.strip()):
+        chk.add(f"{path}.alert_webhook_url", problem)  # never the URL itself: its path may hold a token
     team: dict[str, Any] = {"name": entry.get("name")}
     for name in _WHOLE_LIMITS:
         if entry.get(name) is not None:
@@ -55,6 +64,8 @@ def parse_team(chk: _Checker, path: str, entry: dict[str, Any]) -> dict[str, Any
         team["budget_period"] = period
     if models:
         team["allowed_models"] = list(dict.fromkeys(models))
+    if webhook.strip():
+        team["alert_webhook_url"] = webhook.strip()
     return team
 
 
@@ -71,6 +82,7 @@ def apply_teams(teams: list[Mapping[str, Any]], before: list[Mapping[str, Any]],
             "budget_usd": None if budget is None else Decimal(str(budget)),
             "budget_period": entry.get("budget_period", "month"),
             "allowed_models": entry.get("allowed_models", []),
+            "alert_webhook_url": entry.get("alert_webhook_url", ""),
         })
     if prune:
         gone = m.Team.objects.exclude(name__in=[t["name"] for t in teams])
@@ -96,5 +108,7 @@ def dump_teams() -> list[dict[str, Any]]:
             entry["budget_period"] = team.budget_period
         if team.allowed_models:
             entry["allowed_models"] = list(team.allowed_models)
+        if team.alert_webhook_url:
+            entry["alert_webhook_url"] = team.alert_webhook_url
         out.append(entry)
     return out
