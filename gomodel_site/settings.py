@@ -442,6 +442,13 @@ GOMODEL_LIMIT_KEY_PREFIX = env_str("GOMODEL_LIMIT_KEY_PREFIX", "gomodel:limit:")
 # The output a request without max_tokens reserves per choice against a key's tpm and budget (docs/governance.md).
 GOMODEL_LIMIT_DEFAULT_OUTPUT_TOKENS = env_int("GOMODEL_LIMIT_DEFAULT_OUTPUT_TOKENS", 1024, minimum=1,
                                               maximum=1_000_000)
+# The response cache (docs/cache.md): the bytes its in-process store keeps at most, the largest answer it keeps (in
+# either store), how long a lookup waits for Redis before it is a miss, and its key prefix in Redis.
+GOMODEL_CACHE_MAX_BYTES = env_int("GOMODEL_CACHE_MAX_BYTES", 64 * 1024 * 1024, minimum=1024, maximum=64 * 1024 ** 3)
+GOMODEL_CACHE_MAX_ENTRY_BYTES = env_int("GOMODEL_CACHE_MAX_ENTRY_BYTES", 1024 * 1024, minimum=1024,
+                                        maximum=64 * 1024 * 1024)
+GOMODEL_CACHE_REDIS_TIMEOUT = env_float("GOMODEL_CACHE_REDIS_TIMEOUT", 0.1, minimum=0.001, maximum=5.0)
+GOMODEL_CACHE_KEY_PREFIX = env_str("GOMODEL_CACHE_KEY_PREFIX", "gomodel:cache:")
 # Set for several worker processes: prometheus_client then sums the metrics of all of them.
 PROMETHEUS_MULTIPROC_DIR = env_str("PROMETHEUS_MULTIPROC_DIR", "")
 

@@ -24,6 +24,7 @@ from routing.core.deadline import Deadline, DeadlineHeaderError
 from routing.core.ledger import canonical_json, operation_id, request_fingerprint
 from routing.core.outcome import ErrorClass
 from routing.core.table import RoutingTable
+from routing.gateway import response_cache
 from routing.gateway.attempt_loop import AttemptLoop
 from routing.gateway.categories import decide_category
 from routing.gateway.gateway_error import GatewayError
@@ -79,6 +80,9 @@ async def _route(call: Call, journey: Journey) -> HttpResponse | StreamingHttpRe
     kind = admit(call, "embeddings" if call.embeddings is not None else "chat")
     if call.responses is not None:  # its stored conversation is read only for a key within limits and access
         await continue_conversation(call)
+    cached = await response_cache.lookup(call, journey)  # a hit needs no routing decision at all
+    if cached is not None:
+        return cached
     journey.policy = choose_policy(call)  # an unknown policy is a 400 before anything is decided
     target, route_contract = journey.requested_model, None
     if kind == "category":

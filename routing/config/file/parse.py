@@ -13,6 +13,7 @@ import yaml
 from django.core.exceptions import ValidationError
 
 from routing import models as m
+from routing.config.file.caches import parse_caches
 from routing.config.file.category_routes import (
     check_names_against_routes,
     check_targets,
@@ -122,6 +123,10 @@ def parse_config(data: Mapping[str, Any]) -> dict[str, Any]:
     _check_slash_free_aliases(chk, model_names, {*(v["source"] for v in virtual if isinstance(v["source"], str)),
                                                  *routes, *category_routes})
 
+    caches = parse_caches(chk, data, callable_names={
+        *(n for n in model_names if isinstance(n, str)),
+        *(v["source"] for v in virtual if isinstance(v["source"], str)), *routes, *category_routes})
+
     if chk.problems:
         raise ConfigError(chk.problems)
     if providers:
@@ -140,6 +145,8 @@ def parse_config(data: Mapping[str, Any]) -> dict[str, Any]:
         out["contracts"] = contracts
     if teams:
         out["teams"] = teams
+    if caches:
+        out["caches"] = caches
     if settings_out:
         out["settings"] = settings_out
     return out
