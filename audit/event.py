@@ -231,14 +231,16 @@ def _policy(value: Any) -> dict[str, Any]:
 
 def _cache(value: Any) -> dict[str, Any] | None:
     """The response cache's part: its outcome, why it was not read or written, the request that filled a hit's
-    entry and what that answer had cost (None for a request of a name that is not cached)."""
+    entry, what that answer had cost and a semantic hit's similarity (None for a request of a name not cached)."""
     if not isinstance(value, dict):
         return None
     saved = _float(value.get("saved_usd"))
+    similarity = _float(value.get("similarity"))
     return {"name": _str(value.get("name"), 200), "outcome": _str(value.get("outcome"), 16),
             "scope": _str(value.get("scope"), 200), "reason": _str(value.get("reason"), 16),
             "filled_by": _str(value.get("filled_by"), 64),
-            "saved_usd": saved if saved is not None and saved >= 0 else 0.0}
+            "saved_usd": saved if saved is not None and saved >= 0 else 0.0,
+            "similarity": similarity if similarity is not None and -1.0 <= similarity <= 1.0 else None}
 
 
 def _attempt(value: Any, position: int) -> dict[str, Any]:

@@ -318,7 +318,8 @@ def config_content_recorded(*, version: int, snapshot: Mapping[str, Any]) -> boo
 class CacheStats:
     """A cached name's requests since some time: by the cache's outcome, and the provider spend its hits saved."""
 
-    hits: int = 0
+    hits: int = 0  # exact and semantic
+    semantic_hits: int = 0
     misses: int = 0
     bypasses: int = 0
     saved_usd: float = 0.0
@@ -335,5 +336,6 @@ def cache_stats(*, name: str, since: dt.datetime) -> CacheStats:
     rows = (AuditRevision.objects.filter(requested_model=name, created_at__gte=since).exclude(cache_outcome="")
             .values("cache_outcome").annotate(n=Count("id"), saved=Sum("cache_saved_usd")))
     counts = {row["cache_outcome"]: (row["n"], row["saved"] or 0.0) for row in rows}
-    return CacheStats(hits=counts.get("hit", (0, 0.0))[0], misses=counts.get("miss", (0, 0.0))[0],
-                      bypasses=counts.get("bypass", (0, 0.0))[0], saved_usd=float(counts.get("hit", (0, 0.0))[1]))
+    exact, semantic = counts.get("hit", (0, 0.0)), counts.get("semantic-hit", (0, 0.0))
+    return CacheStats(hits=exact[0] + semantic[0], semantic_hits=semantic[0], misses=counts.get("miss", (0, 0.0))[0],
+                      bypasses=counts.get("bypass", (0, 0.0))[0], saved_usd=float(exact[1] + semantic[1]))

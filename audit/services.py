@@ -132,10 +132,10 @@ def revision_values(event: Mapping[str, Any]) -> dict[str, Any]:
 
 def _cache_values(cache: Mapping[str, Any]) -> dict[str, Any]:
     """The response cache's columns of an event (empty for a request of a name that is not cached)."""
-    hit = cache.get("outcome") == "hit"
+    hit = cache.get("outcome") in ("hit", "semantic-hit")
     return {"cache_outcome": str(cache.get("outcome", ""))[:16], "cache_reason": str(cache.get("reason", ""))[:16],
             "cache_filled_by": str(cache.get("filled_by", ""))[:64],
-            "cache_saved_usd": cache.get("saved_usd") if hit else None}
+            "cache_saved_usd": cache.get("saved_usd") if hit else None, "cache_similarity": cache.get("similarity")}
 
 
 def billed_values(event: Mapping[str, Any]) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from audit.money import usd
 from audit.selectors import CacheStats, cache_stats
 from routing import models as m
 from routing.config import graph_check, versioning
-from routing.config.file.caches import format_ttl, purge_caches
+from routing.config.file.caches import configured_embedders, format_ttl, purge_caches
 from routing.core.categories import CATEGORIES, strength_tag_problem
 from routing.core.embeddings import embedding_field_problems
 from routing.core.names import did_you_mean
@@ -627,7 +627,15 @@ class RoutingSettingsAdmin(VersionedAdmin):
 class ResponseCacheForm(forms.ModelForm):
     class Meta:
         model = m.ResponseCache
-        fields = ("model", "ttl_seconds", "scope", "enabled")
+        fields = ("model", "ttl_seconds", "scope", "enabled", "semantic_embeddings", "semantic_threshold")
+
+    def clean_semantic_embeddings(self) -> str:
+        """Empty, or a name of this gateway that serves embeddings."""
+        name = str(self.cleaned_data.get("semantic_embeddings") or "").strip()
+        if name and name not in configured_embedders():
+            raise ValidationError(f'"{name}" is no model of this gateway that serves embeddings (endpoints: '
+                                  "embeddings), nor a virtual model of such models.")
+        return name
 
     def clean_model(self) -> str:
         """A name clients call: a model, a virtual model, a tier or category alias (with the nearest if not)."""
@@ -647,7 +655,8 @@ class ResponseCacheAdmin(VersionedAdmin):
     list_filter = ("scope", "enabled")
     search_fields = ("model",)
     readonly_fields = ("generation", "last_day")
-    fields = ("model", "ttl_seconds", "scope", "enabled", "generation", "last_day")
+    fields = ("model", "ttl_seconds", "scope", "enabled", "semantic_embeddings", "semantic_threshold", "generation",
+              "last_day")
     actions = ("purge",)
 
     @admin.display(description="ttl")
@@ -668,7 +677,8 @@ class ResponseCacheAdmin(VersionedAdmin):
         if obj.pk is None:
             return "-"
         stats = _cache_day(obj)
-        return (f"{stats.hits} hits, {stats.misses} misses, {stats.bypasses} bypasses; "
+        return (f"{stats.hits} hits ({stats.semantic_hits} semantic), {stats.misses} misses, {stats.bypasses} "
+                f"bypasses; "
                 f"{usd(stats.saved_usd)} of provider spend saved")
 
     @admin.action(description="Purge the selected caches' kept answers")

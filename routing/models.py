@@ -12,7 +12,7 @@ import re
 import secrets
 
 from django.core.exceptions import ValidationError
-from django.core.validators import MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from routing.config.provider_cloud import CLOUD_FIELDS, cloud_problems, default_base_url
@@ -870,6 +870,13 @@ class ResponseCache(models.Model):
                   "in no team: its own); global, every caller.",
     )
     enabled = models.BooleanField(default=True)
+    semantic_embeddings = models.CharField(
+        max_length=200, blank=True,
+        help_text="Semantic matching: the embeddings model (of this gateway) that embeds the latest user turn; empty: "
+                  "exact repeats only.")
+    semantic_threshold = models.FloatField(
+        default=0.95, validators=[MinValueValidator(0.5), MaxValueValidator(1.0)],
+        help_text="The cosine similarity a kept answer of the same context needs to be served (0.5 to 1).")
     generation = models.PositiveIntegerField(default=0, editable=False,
                                              help_text="Bumped by a purge (manage.py purge_cache, the admin).")
     updated_at = models.DateTimeField(auto_now=True)

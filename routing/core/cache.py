@@ -24,7 +24,7 @@ KEY_VERSION = 1
 SCOPES = ("key", "team", "global")
 Scope = Literal["key", "team", "global"]
 Protocol = Literal["openai", "anthropic", "responses"]
-Outcome = Literal["hit", "miss", "bypass"]
+Outcome = Literal["hit", "semantic-hit", "miss", "bypass"]
 
 # Fields that say how the answer travels or who asked, never what it says. ``stream``: a streamed request is
 # served from a JSON answer and back. ``user``, ``metadata``, ``safety_identifier``, ``prompt_cache_key``: the
@@ -32,6 +32,15 @@ Outcome = Literal["hit", "miss", "bypass"]
 # ``previous_response_id`` is replaced by the conversation it names (``responses_body``).
 TRANSPORT_FIELDS = frozenset({"stream", "stream_options", "user", "metadata", "safety_identifier",
                               "prompt_cache_key", "store", "previous_response_id", "background"})
+
+
+@dataclass(frozen=True, slots=True)
+class SemanticSpec:
+    """A cache's semantic matching: the latest user turn is embedded by the gateway's ``embeddings`` model and the
+    nearest kept answer of the same context served when its cosine similarity is at least ``threshold``."""
+
+    embeddings: str
+    threshold: float = 0.95
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +52,7 @@ class CacheSpec:
     scope: Scope = "key"
     generation: int = 0  # a purge bumps it: every key made before then is unreachable
     enabled: bool = True
+    semantic: SemanticSpec | None = None
 
 
 class DirectiveError(ValueError):
@@ -107,6 +117,54 @@ def exact_key(spec: CacheSpec, *, scope: str, protocol: Protocol, requested_mode
     material = canonical_json([KEY_VERSION, spec.generation, scope, protocol, requested_model, workload.strip(),
                                betas.strip(), cacheable_body(body)])
     return hashlib.sha256(material.encode()).hexdigest()
+
+
+def semantic_partition(spec: CacheSpec, *, scope: str, protocol: Protocol, requested_model: str,
+                       context: Mapping[str, Any], workload: str = "", betas: str = "") -> str:
+    """The partition a semantic entry is searched in: a digest of what ``exact_key`` reads but the latest user turn
+    (``context``: the body without it), and of the embeddings model. So only a request of the same scope, protocol,
+    name, system, tools, parameters and conversation before the turn can match, whatever its turn says."""
+    semantic = spec.semantic.embeddings if spec.semantic is not None else ""
+    material = canonical_json(["semantic", KEY_VERSION, spec.generation, scope, protocol, requested_model,
+                               workload.strip(), betas.strip(), semantic, cacheable_body(context)])
+    return hashlib.sha256(material.encode()).hexdigest()
+
+
+def latest_user_turn(protocol: Protocol, body: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """The text of the request's last turn when it is the user's and text only, and the body without it (what a
+    paraphrase must share); None otherwise (an image, a tool result, an assistant prefill: exact matching only).
+
+    ``body`` is what ``exact_key`` reads: for Responses, ``input`` is the whole conversation."""
+    field = "input" if protocol == "responses" else "messages"
+    turns = body.get(field)
+    if protocol == "responses" and isinstance(turns, str):
+        return (turns, {**body, field: []}) if turns.strip() else None
+    if not isinstance(turns, list) or not turns:
+        return None
+    last = turns[-1]
+    if not isinstance(last, Mapping) or last.get("role") != "user":
+        return None
+    if protocol == "responses" and last.get("type", "message") != "message":
+        return None
+    text = _text_of(last.get("content"))
+    if not text or not text.strip():
+        return None
+    return text, {**body, field: list(turns[:-1])}
+
+
+def _text_of(content: Any) -> str | None:
+    """A turn's text: a string, or parts that are all text (``text``, ``input_text``); None for anything else."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list) or not content:
+        return None
+    texts = []
+    for part in content:
+        if not isinstance(part, Mapping) or part.get("type") not in ("text", "input_text") \
+                or not isinstance(part.get("text"), str):
+            return None
+        texts.append(part["text"])
+    return "\n".join(texts)
 
 
 def storable_finish(finish_reason: str, *, truncation_allowed: bool) -> bool:

@@ -12,7 +12,7 @@ from typing import Any
 
 from routing.core.answer import Answer
 from routing.core.cache import storable_finish
-from routing.gateway.cache_store import encode_entry, protocol_of, store
+from routing.gateway.cache_store import encode_entry, protocol_of, store, vectors
 from routing.gateway.records import Call, Journey, usage_dict
 from routing.ops import metrics
 from routing.providers.cached_streams import assemble_body
@@ -54,6 +54,8 @@ def _keep(call: Call, journey: Journey, body: dict[str, Any]) -> None:
                          target=journey.answered_by.name if journey.answered_by is not None else "",
                          request_id=call.request_id, created=call.started_unix)
     store().put(decision.key, entry, spec.ttl_s)
+    if decision.vector is not None and decision.partition:  # a paraphrase in the same context may be served it
+        vectors().add(decision.partition, decision.key, decision.vector, spec.ttl_s)
     metrics.CACHE_STORED.labels(decision.name).inc()
 
 

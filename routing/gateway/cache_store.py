@@ -14,12 +14,14 @@ from django.conf import settings
 
 from routing.clients.cache_sealing import Sealer
 from routing.clients.response_cache_store import CacheStore, MemoryCacheStore, RedisCacheStore
+from routing.clients.vector_index import MemoryVectorIndex, RedisVectorIndex, VectorIndex
 from routing.core.answer import Answer, ToolCall
 from routing.core.cache import Protocol
 from routing.gateway.records import Call
 
 ENTRY_VERSION = 1
 _store: CacheStore | None = None
+_vectors: VectorIndex | None = None
 
 
 def store() -> CacheStore:
@@ -35,6 +37,21 @@ def store() -> CacheStore:
             _store = MemoryCacheStore(max_bytes=settings.GOMODEL_CACHE_MAX_BYTES,
                                       max_entry_bytes=settings.GOMODEL_CACHE_MAX_ENTRY_BYTES)
     return _store
+
+
+def vectors() -> VectorIndex:
+    """This process's semantic index: Redis when ``REDIS_URL`` is set, else memory; made on first use."""
+    global _vectors
+    if _vectors is None:
+        if settings.REDIS_URL:
+            _vectors = RedisVectorIndex(settings.REDIS_URL, prefix=settings.GOMODEL_CACHE_KEY_PREFIX + "v:",
+                                        sealer=Sealer(_secrets()),
+                                        max_per_partition=settings.GOMODEL_CACHE_SEMANTIC_MAX_PER_PARTITION,
+                                        timeout=settings.GOMODEL_CACHE_REDIS_TIMEOUT)
+        else:
+            _vectors = MemoryVectorIndex(max_partitions=settings.GOMODEL_CACHE_SEMANTIC_MAX_PARTITIONS,
+                                         max_per_partition=settings.GOMODEL_CACHE_SEMANTIC_MAX_PER_PARTITION)
+    return _vectors
 
 
 def _secrets() -> list[str]:

@@ -131,6 +131,8 @@ class Journey:
             out.update(self.limit_headers)
         if self.cache is not None:
             out["X-GoModel-Cache"] = self.cache.outcome
+            if self.cache.similarity is not None:
+                out["X-GoModel-Cache-Similarity"] = f"{self.cache.similarity:.4f}"
         return out
 
 
@@ -140,7 +142,7 @@ class CacheDecision:
     is to be kept; for a hit, which request filled the entry and what its answer had cost."""
 
     name: str
-    outcome: str  # "hit", "miss" or "bypass" (the X-GoModel-Cache header)
+    outcome: str  # "hit", "semantic-hit", "miss" or "bypass" (the X-GoModel-Cache header)
     key: str = ""
     scope: str = ""
     reason: str = ""  # why not read or not written: "off", "refresh", "no-cache", "no-store"
@@ -148,10 +150,14 @@ class CacheDecision:
     filled_by: str = ""  # the request id that filled the entry (hits)
     target: str = ""  # the model that gave the kept answer (hits)
     saved_usd: float = 0.0
+    similarity: float | None = None  # a semantic hit's
+    # Semantic matching: the partition and the latest user turn's vector, for indexing the answer of a miss.
+    partition: str = ""
+    vector: list[float] | None = field(default=None, repr=False)
 
     def as_event(self) -> dict[str, Any]:
         return {"name": self.name, "outcome": self.outcome, "scope": self.scope, "reason": self.reason,
-                "filled_by": self.filled_by, "saved_usd": self.saved_usd}
+                "filled_by": self.filled_by, "saved_usd": self.saved_usd, "similarity": self.similarity}
 
 
 @dataclass

@@ -13,15 +13,22 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from django.http import HttpResponse, StreamingHttpResponse
 
 from routing.core.answer import Usage
-from routing.core.cache import DirectiveError, directive, exact_key, scope_of
+from routing.core.cache import (
+    DirectiveError,
+    directive,
+    exact_key,
+    latest_user_turn,
+    scope_of,
+    semantic_partition,
+)
 from routing.gateway import governance, stored_responses
-from routing.gateway.cache_store import answer_of, decode_entry, protocol_of, store
+from routing.gateway.cache_store import answer_of, decode_entry, protocol_of, store, vectors
 from routing.gateway.gateway_error import GatewayError
 from routing.gateway.records import CacheDecision, Call, Journey
 from routing.gateway.responses import RelayStream, finish
@@ -42,7 +49,11 @@ def _key_body(call: Call) -> dict[str, Any]:
     return {**responses.request.body, "input": responses.conversation}
 
 
-async def lookup(call: Call, journey: Journey) -> HttpResponse | StreamingHttpResponse | None:
+# The vector of a text by the gateway's own embeddings model, as a request of the caller's key (the engine's).
+Embed = Callable[[Call, str, str], Awaitable[list[float] | None]]
+
+
+async def lookup(call: Call, journey: Journey, *, embed: Embed) -> HttpResponse | StreamingHttpResponse | None:
     """The answer from the cache for a hit; None for a request to route (its journey then says whether to keep the
     answer). GatewayError (400) for a cache header with a value it does not take."""
     spec = call.table.caches.get(journey.requested_model)
@@ -59,25 +70,57 @@ async def lookup(call: Call, journey: Journey) -> HttpResponse | StreamingHttpRe
         return None
     key = call.key
     scope = scope_of(spec, key_id=call.key_scope, team=key.team_name if key is not None else None)
-    entry_key = exact_key(spec, scope=scope, protocol=protocol_of(call), requested_model=journey.requested_model,
-                          body=_key_body(call), workload=call.headers.get("x-gomodel-workload", ""),
-                          betas=call.headers.get("anthropic-beta", "") if call.inbound == "anthropic" else "")
+    protocol, body = protocol_of(call), _key_body(call)
+    workload = call.headers.get("x-gomodel-workload", "")
+    betas = call.headers.get("anthropic-beta", "") if call.inbound == "anthropic" else ""
+    entry_key = exact_key(spec, scope=scope, protocol=protocol, requested_model=journey.requested_model, body=body,
+                          workload=workload, betas=betas)
     decision = CacheDecision(name, "miss", key=entry_key, scope=scope, reason=wanted.reason, write=wanted.write)
     journey.cache = decision
     raw = await store().get(entry_key) if wanted.read else None
     entry = decode_entry(raw) if raw is not None else None
+    if entry is not None:
+        decision.outcome = "hit"
+    elif spec.semantic is not None:
+        turn = latest_user_turn(protocol, body)
+        if turn is not None:
+            text, context = turn
+            vector = await embed(call, spec.semantic.embeddings, text)
+            if vector is None:
+                decision.reason = decision.reason or "no-embedding"
+            else:
+                decision.vector = vector
+                decision.partition = semantic_partition(spec, scope=scope, protocol=protocol, context=context,
+                                                        requested_model=journey.requested_model, workload=workload,
+                                                        betas=betas)
+                entry = await _nearest(decision, spec.semantic.threshold) if wanted.read else None
     if entry is None:
         metrics.CACHE_REQUESTS.labels(name, "miss").inc()
         return None
-    decision.outcome = "hit"
     decision.write = False
     decision.filled_by = str(entry.get("request_id", ""))
     decision.target = str(entry.get("target", ""))
     decision.saved_usd = float(entry.get("cost") or 0.0)
-    metrics.CACHE_REQUESTS.labels(name, "hit").inc()
+    metrics.CACHE_REQUESTS.labels(name, decision.outcome).inc()
     if decision.saved_usd:
         metrics.CACHE_SAVED.labels(name).inc(decision.saved_usd)
     return await _answer(call, journey, entry)
+
+
+async def _nearest(decision: CacheDecision, threshold: float) -> dict[str, Any] | None:
+    """The kept entry nearest to the decision's vector in its partition, at or above ``threshold`` (a semantic hit:
+    the decision says so and how near); None when there is none."""
+    if decision.vector is None:
+        return None
+    found = await vectors().nearest(decision.partition, decision.vector)
+    if found is None or found[1] < threshold:
+        return None
+    raw = await store().get(found[0])  # an entry expired or evicted since it was indexed is a miss
+    entry = decode_entry(raw) if raw is not None else None
+    if entry is not None:
+        decision.outcome = "semantic-hit"
+        decision.similarity = round(found[1], 6)
+    return entry
 
 
 async def _answer(call: Call, journey: Journey, entry: dict[str, Any]) -> HttpResponse | StreamingHttpResponse:

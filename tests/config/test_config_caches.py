@@ -27,15 +27,18 @@ def config(**extra: Any) -> dict[str, Any]:
     return {
         "providers": [{"name": "openai", "kind": "openai", "base_url": "http://127.0.0.1:1/v1",
                        "api_key": "${OPENAI_API_KEY}"}],
-        "models": [{"provider": "openai", "upstream": "gpt-4o-mini", "capabilities": ["text"]}],
-        "virtual_models": [{"source": "pool", "strategy": "failover", "targets": [{"model": "openai/gpt-4o-mini"}]}],
+        "models": [{"provider": "openai", "upstream": "gpt-4o-mini", "capabilities": ["text"]},
+                   {"provider": "openai", "upstream": "embed", "endpoints": ["embeddings"], "dimensions": 8,
+                    "family": "e"}],
+        "virtual_models": [{"source": "pool", "strategy": "failover", "targets": [{"model": "openai/gpt-4o-mini"}]},
+                           {"source": "embedders", "strategy": "failover", "targets": [{"model": "openai/embed"}]}],
         "tier_routes": {"normal": {"easy": "openai/gpt-4o-mini", "hard": "pool"}},
         **extra,
     }
 
 
 CACHES = [
-    {"model": "normal", "ttl": "10m", "scope": "team"},
+    {"model": "normal", "ttl": "10m", "scope": "team", "semantic": {"embeddings": "openai/embed", "threshold": 0.9}},
     {"model": "openai/gpt-4o-mini", "ttl": "1h30m"},
     {"model": "pool", "ttl": "45s", "scope": "global", "enabled": False},
 ]
@@ -55,11 +58,21 @@ def test_caches_load_compile_and_dump_back_equal(tmp_path: Path) -> None:
     table = compile_table(current_version())
     assert sorted(table.caches) == ["normal", "openai/gpt-4o-mini"]  # a disabled cache caches nothing
     assert (table.caches["normal"].scope, table.caches["normal"].ttl_s) == ("team", 600.0)
+    semantic = table.caches["normal"].semantic
+    assert semantic is not None
+    assert (semantic.embeddings, semantic.threshold) == ("openai/embed", 0.9)
+    assert table.caches["openai/gpt-4o-mini"].semantic is None
     again = tmp_path / "again.yaml"
     again.write_text(dump_yaml(dump_config()))
     version = current_version()
     assert load_config_file(str(again), author="test").changed is False
     assert current_version() == version
+
+
+def test_a_virtual_model_of_embedding_models_may_embed_and_the_default_threshold_is_left_out() -> None:
+    parsed = parse_config(config(caches=[{"model": "pool", "ttl": "1m",
+                                          "semantic": {"embeddings": "embedders", "threshold": 0.95}}]))
+    assert parsed["caches"] == [{"model": "pool", "ttl": "1m", "semantic": {"embeddings": "embedders"}}]
 
 
 def test_a_ttl_in_seconds_is_written_as_a_duration() -> None:
@@ -83,8 +96,15 @@ def test_ttl_formatting_round_trips(seconds: int, text: str) -> None:
     ({"model": "normal", "ttl": True}, "caches[0].ttl: expected a duration"),
     ({"model": "normal", "ttl": "1m", "scope": "org"}, "caches[0].scope: expected one of key, team, global"),
     ({"model": "normal", "ttl": "1m", "enabled": "yes"}, "caches[0].enabled"),
-    ({"model": "normal", "ttl": "1m", "semantic": {"embeddings": "e", "threshold": 0.9}},
-     "caches[0].semantic: semantic caching is not supported"),
+    ({"model": "normal", "ttl": "1m", "semantic": {"embeddings": "openai/gpt-4o-mini"}},
+     "caches[0].semantic.embeddings: expected a model of this gateway that serves embeddings"),
+    ({"model": "normal", "ttl": "1m", "semantic": {"embeddings": "openai/embed", "threshold": 0.2}},
+     "caches[0].semantic.threshold: expected a cosine similarity from 0.5 to 1"),
+    ({"model": "normal", "ttl": "1m", "semantic": {"embeddings": "openai/embed", "threshold": True}},
+     "caches[0].semantic.threshold"),
+    ({"model": "normal", "ttl": "1m", "semantic": {"embeddings": "openai/embed", "k": 3}},
+     "caches[0].semantic.k: unknown field"),
+    ({"model": "normal", "ttl": "1m", "semantic": "yes"}, "caches[0].semantic: expected {embeddings"),
     ({"model": "normal", "ttl": "1m", "size": 5}, "caches[0].size: unknown field"),
 ])
 def test_a_bad_cache_is_refused_naming_the_field(entry: dict[str, Any], expected: str) -> None:

@@ -6,7 +6,18 @@ from typing import Any
 
 import pytest
 
-from routing.core.cache import CacheSpec, Directive, DirectiveError, directive, exact_key, scope_of, storable_finish
+from routing.core.cache import (
+    CacheSpec,
+    Directive,
+    DirectiveError,
+    SemanticSpec,
+    directive,
+    exact_key,
+    latest_user_turn,
+    scope_of,
+    semantic_partition,
+    storable_finish,
+)
 
 SPEC = CacheSpec(name="normal", ttl_s=600)
 BODY: dict[str, Any] = {
@@ -94,3 +105,62 @@ def test_an_unknown_cache_header_value_is_refused_naming_the_header() -> None:
 ])
 def test_only_complete_answers_are_storable(finish: str, allowed: bool, expected: bool) -> None:
     assert storable_finish(finish, truncation_allowed=allowed) is expected
+
+
+SEMANTIC = CacheSpec(name="normal", ttl_s=600, semantic=SemanticSpec("embed", 0.9))
+
+
+def partition(context: dict[str, Any], **overrides: Any) -> str:
+    arguments: dict[str, Any] = {"scope": "key:1", "protocol": "openai", "requested_model": "normal",
+                                 "context": context, **overrides}
+    return semantic_partition(overrides.pop("spec", SEMANTIC), **{k: v for k, v in arguments.items() if k != "spec"})
+
+
+def test_the_latest_user_turn_is_split_from_its_context() -> None:
+    turn = latest_user_turn("openai", BODY)
+    assert turn is not None
+    text, context = turn
+    assert text == "hi"
+    assert context["messages"] == [{"role": "system", "content": "be brief"}]
+    assert context["tools"] == BODY["tools"]
+
+
+@pytest.mark.parametrize(("protocol", "body", "text"), [
+    ("anthropic", {"messages": [{"role": "user", "content": [{"type": "text", "text": "a"},
+                                                             {"type": "text", "text": "b"}]}]}, "a\nb"),
+    ("responses", {"input": "just text"}, "just text"),
+    ("responses", {"input": [{"type": "message", "role": "user", "content": [{"type": "input_text",
+                                                                               "text": "q"}]}]}, "q"),
+    ("responses", {"input": [{"role": "user", "content": "q2"}]}, "q2"),
+])
+def test_a_text_turn_of_each_protocol(protocol: Any, body: dict[str, Any], text: str) -> None:
+    turn = latest_user_turn(protocol, body)
+    assert turn is not None
+    assert turn[0] == text
+
+
+@pytest.mark.parametrize(("protocol", "body"), [
+    ("openai", {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}),
+    ("openai", {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "prefill"}]}),
+    ("openai", {"messages": [{"role": "tool", "tool_call_id": "c", "content": "42"}]}),
+    ("openai", {"messages": [{"role": "user", "content": "   "}]}),
+    ("openai", {"messages": []}),
+    ("responses", {"input": [{"type": "function_call_output", "call_id": "c", "output": "1"}]}),
+])
+def test_other_turns_are_matched_exactly_only(protocol: Any, body: dict[str, Any]) -> None:
+    assert latest_user_turn(protocol, body) is None
+
+
+def test_the_partition_holds_everything_but_the_turn() -> None:
+    _, context = latest_user_turn("openai", BODY) or ("", {})
+    same = latest_user_turn("openai", {**BODY, "messages": [*BODY["messages"][:-1],
+                                                            {"role": "user", "content": "hello there"}]})
+    assert same is not None
+    assert partition(same[1]) == partition(context)
+    assert partition({**context, "tools": []}) != partition(context)
+    assert partition({**context, "messages": []}) != partition(context)
+    assert partition({**context, "temperature": 1}) != partition(context)
+    assert partition({**context, "stream": True}) == partition(context)
+    assert partition(context, scope="key:2") != partition(context)
+    assert partition(context, spec=CacheSpec(name="normal", ttl_s=600, semantic=SemanticSpec("other"))) != \
+        partition(context)

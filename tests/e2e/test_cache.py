@@ -1,7 +1,8 @@
 """The response cache over real HTTP, called by the openai and anthropic SDKs: exact hits and misses, scopes by key
 and team, JSON answers replayed as streams (and streams served as JSON) in all three protocols, errors and
-truncations never kept, bypass and refresh, the audit revision of a hit, a purge; two replicas sharing a Redis
-and that Redis stopping (misses, never errors).
+truncations never kept, bypass and refresh, the audit revision of a hit, a purge; semantic hits for a paraphrase
+and misses for another question, context, system, tool set or scope, the embedding spent as a request of the key;
+two replicas sharing a Redis (exact and semantic entries) and that Redis stopping (misses, never errors).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import yaml
 
 from routing.simulator.server import SimulatorServer
 from tests.audit.procs import PrivateRedis
-from tests.e2e.conftest import SIM_KEY, fresh_database, gateway_config, manage
+from tests.e2e.conftest import SIM_KEY, SIM_MODELS, fresh_database, gateway_config, manage
 from tests.gateway_process import Gateway, run_gateway
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
@@ -34,7 +35,10 @@ CACHES = [
     {"model": "an/an-model", "ttl": "10m", "scope": "team"},
     {"model": "normal", "ttl": "10m", "scope": "global"},
     {"model": "oa/slow-stream", "ttl": "10m"},
+    {"model": "pool", "ttl": "10m", "semantic": {"embeddings": "oa/sim-embed", "threshold": 0.8}},
 ]
+EMBEDDER = {"provider": "oa", "upstream": "sim-embed", "endpoints": ["embeddings"], "dimensions": 1024,
+            "family": "sim-embed", "input_price": 0.02}
 
 
 @dataclass
@@ -61,9 +65,17 @@ class Setup:
 
 def _config(simulator: SimulatorServer) -> dict[str, Any]:
     config = gateway_config(simulator.base_url)
+    config["models"].append(EMBEDDER)
     config["teams"] = [{"name": "squad"}]
     config["caches"] = CACHES
     return config
+
+
+@pytest.fixture(scope="module")
+def simulator() -> Iterator[SimulatorServer]:
+    """The shared simulator's models and an embeddings model of 1024 dimensions (bag-of-words vectors)."""
+    with SimulatorServer(config={"models": {**SIM_MODELS, "sim-embed": {"dimensions": 1024}}}) as sim:
+        yield sim
 
 
 @pytest.fixture(scope="module")
@@ -431,6 +443,22 @@ def test_two_replicas_share_entries_through_redis_encrypted(setup: Setup, simula
     assert not any(prompt.encode() in value or text.encode()[:20] in value for value in values)
 
 
+def test_two_replicas_share_semantic_entries_through_redis(setup: Setup,
+                                                          replicas: tuple[Gateway, Gateway, PrivateRedis]) -> None:
+    one, two, _private = replicas
+    topic = uuid.uuid4().hex[:8]
+    first = _pool(setup.openai(gateway=one), [{"role": "user", "content": f"list the moons of {topic} please"}])
+    assert first.headers["x-gomodel-cache"] == "miss"
+    deadline = time.monotonic() + 5
+    while True:
+        raw = _pool(setup.openai(gateway=two), [{"role": "user", "content": f"list all the moons of {topic} please"}])
+        if raw.headers["x-gomodel-cache"] != "miss" or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert raw.headers["x-gomodel-cache"] == "semantic-hit"
+    assert raw.parse().choices[0].message.content == first.parse().choices[0].message.content
+
+
 def test_a_redis_outage_turns_lookups_into_misses_never_errors(setup: Setup,
                                                                replicas: tuple[Gateway, Gateway, PrivateRedis]) -> None:
     one, two, private = replicas
@@ -441,3 +469,90 @@ def test_a_redis_outage_turns_lookups_into_misses_never_errors(setup: Setup,
         outcome, raw = _chat(setup.openai(gateway=gateway), prompt)
         assert outcome == "miss"
         assert raw.parse().choices[0].message.content
+
+
+# --- semantic matching ------------------------------------------------------------------------------------------
+
+
+def _answered(simulator: SimulatorServer, prompt: str) -> int:
+    """Chat requests carrying ``prompt`` that reached a model of ``pool`` (its embeddings not counted)."""
+    return sum(1 for model in ("oa-model", "an-model") for record in simulator.received(model=model)
+               if prompt in str(record))
+
+
+def _pool(client: openai.OpenAI, messages: list[dict[str, Any]], **extra: Any) -> Any:
+    return client.chat.completions.with_raw_response.create(model="pool", messages=messages, **extra)
+
+
+def _embeddings_revisions(database_url: str) -> int:
+    with psycopg.connect(database_url) as conn:
+        row = conn.execute("SELECT count(*) FROM audit_auditrevision WHERE endpoint = 'embeddings' AND "
+                           "requested_model = 'oa/sim-embed'").fetchone()
+    return int(row[0]) if row else 0
+
+
+def test_a_paraphrase_is_a_semantic_hit_and_another_question_a_miss(setup: Setup,
+                                                                    simulator: SimulatorServer) -> None:
+    client = setup.openai()
+    topic = uuid.uuid4().hex[:8]
+    question = f"what is the capital city of the country {topic}"
+    paraphrase = f"please tell me what is the capital city of the country {topic}"
+    first = _pool(client, [{"role": "user", "content": question}])
+    assert first.headers["x-gomodel-cache"] == "miss"
+    second = _pool(client, [{"role": "user", "content": paraphrase}])
+    assert second.headers["x-gomodel-cache"] == "semantic-hit"
+    similarity = float(second.headers["x-gomodel-cache-similarity"])
+    assert 0.8 <= similarity < 1.0
+    assert second.parse().choices[0].message.content == first.parse().choices[0].message.content
+    assert second.headers["x-gomodel-cost-usd"] == "0.00000000"
+    assert _answered(simulator, paraphrase) == 0
+    other = _pool(client, [{"role": "user", "content": f"how do I bake sourdough bread {topic}"}])
+    assert other.headers["x-gomodel-cache"] == "miss"
+    assert "x-gomodel-cache-similarity" not in other.headers
+    revision = _revision(setup.database_url, second.headers["x-request-id"])
+    assert revision[:2] == ("semantic-hit", first.headers["x-request-id"])
+
+
+def test_the_embedding_is_a_request_of_the_key_spent_and_audited(setup: Setup) -> None:
+    client = setup.openai("bob")
+    before = _embeddings_revisions(setup.database_url)
+    topic = uuid.uuid4().hex[:8]
+    _pool(client, [{"role": "user", "content": f"name three rivers of {topic}"}])
+    _pool(client, [{"role": "user", "content": f"please name three rivers of {topic}"}])
+    deadline = time.monotonic() + 15
+    while _embeddings_revisions(setup.database_url) < before + 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _embeddings_revisions(setup.database_url) == before + 2
+
+
+def test_no_semantic_hit_across_contexts_systems_tools_or_keys(setup: Setup) -> None:
+    client = setup.openai()
+    topic = uuid.uuid4().hex[:8]
+    question = f"summarise the story of {topic} in a sentence"
+    paraphrase = f"please summarise the story of {topic} in a sentence"
+    _pool(client, [{"role": "user", "content": question}])
+    assert _pool(client, [{"role": "user", "content": paraphrase}]).headers["x-gomodel-cache"] == "semantic-hit"
+    earlier = [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi, how can I help?"}]
+    assert _pool(client, [*earlier, {"role": "user", "content": paraphrase}]).headers["x-gomodel-cache"] == "miss"
+    system = [{"role": "system", "content": "answer in French"}]
+    assert _pool(client, [*system, {"role": "user", "content": paraphrase}]).headers["x-gomodel-cache"] == "miss"
+    tools = [{"type": "function", "function": {"name": "search", "parameters": {"type": "object"}}}]
+    assert _pool(client, [{"role": "user", "content": paraphrase}], tools=tools,
+                 tool_choice="none").headers["x-gomodel-cache"] == "miss"
+    assert _pool(client, [{"role": "user", "content": paraphrase}],
+                 temperature=0.1).headers["x-gomodel-cache"] == "miss"
+    assert _pool(setup.openai("bob"), [{"role": "user", "content": paraphrase}]).headers["x-gomodel-cache"] == "miss"
+
+
+def test_a_semantic_hit_in_the_same_context_of_a_conversation(setup: Setup) -> None:
+    client = setup.openai()
+    topic = uuid.uuid4().hex[:8]
+    earlier = [{"role": "user", "content": f"let us talk about {topic}"},
+               {"role": "assistant", "content": "gladly"}]
+    _pool(client, [*earlier, {"role": "user", "content": f"what is the history of {topic} exactly"}])
+    again = _pool(client, [*earlier, {"role": "user", "content": f"what is the history of {topic}"}])
+    assert again.headers["x-gomodel-cache"] == "semantic-hit"
+    streamed = client.chat.completions.create(model="pool", stream=True, messages=[
+        *earlier, {"role": "user", "content": f"so what is the history of {topic}"}])
+    assert streamed.response.headers["x-gomodel-cache"] == "semantic-hit"
+    assert _stream_text(streamed)[0] == again.parse().choices[0].message.content

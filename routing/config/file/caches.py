@@ -8,9 +8,10 @@ caches:
 
 ``model`` is a name clients call (a model, a virtual model, a tier or category alias) of the file or already
 configured; ``ttl`` a Go duration (``30s``, ``10m``, ``1h30m``) or a number of seconds, from 1 second to 30 days;
-``scope`` ``key`` (the default), ``team`` or ``global``; ``enabled`` defaults to true. The canonical form writes
-``ttl`` as the shortest Go duration of its whole seconds and leaves the defaults out. ``semantic`` is refused
-naming the field: this version caches exact requests only.
+``scope`` ``key`` (the default), ``team`` or ``global``; ``enabled`` defaults to true; ``semantic: {embeddings:
+NAME, threshold: 0.95}`` also serves paraphrases: ``embeddings`` names a model of this gateway that serves
+embeddings (or a virtual model of such models), ``threshold`` the cosine similarity needed, 0.5 to 1 (default 0.95).
+The canonical form writes ``ttl`` as the shortest Go duration of its whole seconds and leaves the defaults out.
 """
 
 from __future__ import annotations
@@ -31,11 +32,13 @@ from routing.core.durations import parse_duration
 SECTION = "caches"
 _FIELDS = ("model", "ttl", "scope", "enabled", "semantic")
 MAX_TTL_S = 30 * 24 * 3600
+DEFAULT_THRESHOLD = 0.95
 
 
-def parse_caches(chk: _Checker, data: Mapping[str, Any], *, callable_names: Collection[str]) -> list[dict[str, Any]]:
+def parse_caches(chk: _Checker, data: Mapping[str, Any], *, callable_names: Collection[str],
+                 embedding_names: Collection[str] = ()) -> list[dict[str, Any]]:
     """The section's entries in canonical form; problems are added by path. ``callable_names`` are the names of
-    the file; the configured ones are added here."""
+    the file, ``embedding_names`` those of them that serve embeddings; the configured ones are added here."""
     raw = data.get(SECTION)
     if raw is None:
         return []
@@ -43,6 +46,7 @@ def parse_caches(chk: _Checker, data: Mapping[str, Any], *, callable_names: Coll
         chk.add(SECTION, "expected a list of {model, ttl, scope}")
         return []
     known = set(callable_names) | _configured_names()
+    embedders = set(embedding_names) | configured_embedders()
     out: list[dict[str, Any]] = []
     for i, entry in enumerate(raw):
         path = f"{SECTION}[{i}]"
@@ -50,9 +54,6 @@ def parse_caches(chk: _Checker, data: Mapping[str, Any], *, callable_names: Coll
             chk.add(path, "expected a mapping with model, ttl and scope")
             continue
         _check_unknown_keys(chk, path, entry, _FIELDS)
-        if "semantic" in entry:
-            chk.add(f"{path}.semantic", "semantic caching is not supported by this version of the gateway; the cache "
-                                        "serves exact repeats only (docs/cache.md)")
         name = entry.get("model")
         if not isinstance(name, str) or not name.strip():
             chk.add(f"{path}.model", f"expected the name of a model, virtual model or alias, got {name!r}")
@@ -71,9 +72,54 @@ def parse_caches(chk: _Checker, data: Mapping[str, Any], *, callable_names: Coll
             cache["scope"] = scope
         if entry.get("enabled", True) is False:
             cache["enabled"] = False
+        if entry.get("semantic") is not None:
+            semantic = _parse_semantic(chk, f"{path}.semantic", entry["semantic"], embedders)
+            if semantic is not None:
+                cache["semantic"] = semantic
         out.append(cache)
     _check_duplicates(chk, SECTION, [c["model"] for c in out], "model")
     return out
+
+
+def _parse_semantic(chk: _Checker, path: str, value: Any, embedders: set[str]) -> dict[str, Any] | None:
+    if not isinstance(value, dict):
+        chk.add(path, "expected {embeddings: MODEL, threshold: 0.95}")
+        return None
+    _check_unknown_keys(chk, path, value, ("embeddings", "threshold"))
+    name = value.get("embeddings")
+    if not isinstance(name, str) or name not in embedders:
+        chk.add(f"{path}.embeddings", f"expected a model of this gateway that serves embeddings (endpoints: "
+                                      f"[embeddings]) or a virtual model of them, got {name!r}")
+    threshold = value.get("threshold", DEFAULT_THRESHOLD)
+    if isinstance(threshold, bool) or not isinstance(threshold, int | float) or not 0.5 <= threshold <= 1:
+        chk.add(f"{path}.threshold", f"expected a cosine similarity from 0.5 to 1, got {threshold!r}")
+        threshold = DEFAULT_THRESHOLD
+    semantic: dict[str, Any] = {"embeddings": name}
+    if threshold != DEFAULT_THRESHOLD:
+        semantic["threshold"] = float(threshold)
+    return semantic
+
+
+def configured_embedders() -> set[str]:
+    """The configured names that serve embeddings: models with the endpoint, and virtual models all of whose
+    targets do (nested ones included)."""
+    names = {row.name for row in m.ProviderModel.objects.all() if "embeddings" in (row.endpoints or [])}
+    virtual = {vm.source: [t.target for t in vm.targets.all()]
+               for vm in m.VirtualModel.objects.prefetch_related("targets")}
+    return names | embedding_virtuals(names, virtual)
+
+
+def embedding_virtuals(embedders: set[str], virtual: Mapping[str, list[str]]) -> set[str]:
+    """The virtual models of ``virtual`` (source -> targets) whose every target serves embeddings."""
+    found: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for source, targets in virtual.items():
+            if source not in found and targets and all(t in embedders or t in found for t in targets):
+                found.add(source)
+                changed = True
+    return found
 
 
 def ttl_seconds(value: Any) -> int | None:
@@ -115,8 +161,11 @@ def apply_caches(canonical: Mapping[str, Any], before: Mapping[str, Any], *, pru
         if entry in had:
             continue
         seconds = ttl_seconds(entry["ttl"]) or 1  # checked when parsed
+        semantic = entry.get("semantic") or {}
         m.ResponseCache.objects.update_or_create(model=entry["model"], defaults={
-            "ttl_seconds": seconds, "scope": entry.get("scope", "key"), "enabled": entry.get("enabled", True)})
+            "ttl_seconds": seconds, "scope": entry.get("scope", "key"), "enabled": entry.get("enabled", True),
+            "semantic_embeddings": semantic.get("embeddings", ""),
+            "semantic_threshold": semantic.get("threshold", DEFAULT_THRESHOLD)})
     if prune:
         m.ResponseCache.objects.exclude(model__in=[entry["model"] for entry in wanted]).delete()
 
@@ -130,6 +179,10 @@ def cache_entries() -> list[dict[str, Any]]:
             entry["scope"] = row.scope
         if not row.enabled:
             entry["enabled"] = False
+        if row.semantic_embeddings:
+            entry["semantic"] = {"embeddings": row.semantic_embeddings}
+            if row.semantic_threshold != DEFAULT_THRESHOLD:
+                entry["semantic"]["threshold"] = row.semantic_threshold
         out.append(entry)
     return out
 
