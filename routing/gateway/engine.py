@@ -84,10 +84,10 @@ async def _route(call: Call, journey: Journey) -> HttpResponse | StreamingHttpRe
     kind = admit(call, "embeddings" if call.embeddings is not None else "chat")
     if call.responses is not None:  # its stored conversation is read only for a key within limits and access
         await continue_conversation(call)
+    journey.policy = choose_policy(call)  # an unknown policy is a 400 before anything is decided
     cached = await response_cache.lookup(call, journey, embed=embed_for_cache)  # a hit needs no routing at all
     if cached is not None:
         return cached
-    journey.policy = choose_policy(call)  # an unknown policy is a 400 before anything is decided
     target, route_contract = journey.requested_model, None
     if kind == "category":
         category_route = call.table.category_routes[target]
