@@ -229,6 +229,20 @@ def _policy(value: Any) -> dict[str, Any]:
     }
 
 
+def _cache(value: Any) -> dict[str, Any] | None:
+    """The response cache's part: its outcome, why it was not read or written, the request that filled a hit's
+    entry, what that answer had cost and a semantic hit's similarity (None for a request of a name not cached)."""
+    if not isinstance(value, dict):
+        return None
+    saved = _float(value.get("saved_usd"))
+    similarity = _float(value.get("similarity"))
+    return {"name": _str(value.get("name"), 200), "outcome": _str(value.get("outcome"), 16),
+            "scope": _str(value.get("scope"), 200), "reason": _str(value.get("reason"), 16),
+            "filled_by": _str(value.get("filled_by"), 64),
+            "saved_usd": saved if saved is not None and saved >= 0 else 0.0,
+            "similarity": similarity if similarity is not None and -1.0 <= similarity <= 1.0 else None}
+
+
 def _attempt(value: Any, position: int) -> dict[str, Any]:
     raw = _dict(value)
     seq = _int(raw.get("seq"))
@@ -332,6 +346,7 @@ def prepare_event(raw: Any, *, store_bodies: bool, max_bytes: int) -> dict[str, 
         "workload": _str(event.get("workload"), 100),
         "deadline_ms": _int32(event.get("deadline_ms")),
         "attempts": _attempts_unique(attempts),
+        "cache": _cache(event.get("cache")),
     }
     for part in ("prompt", "output"):
         cleaned[f"{part}_hash"] = _str(event.get(f"{part}_hash"), 64)

@@ -141,6 +141,19 @@ class AuditRevision(models.Model):
         help_text="Some usage is the gateway's estimate: the provider's never arrived (a client that hung up, a "
                   "stream cut short), or the provider reports none.",
     )
+    # The response cache (empty outcome: the requested name is not cached): hit, semantic-hit, miss or bypass, why
+    # it was not read or written, and for a hit the request that filled the entry, what its answer had cost and, for
+    # a semantic hit, the similarity.
+    cache_outcome = models.CharField(max_length=16, blank=True, default="")
+    cache_reason = models.CharField(max_length=16, blank=True, default="",
+                                    help_text="off, refresh, no-cache or no-store: why the cache was not read or "
+                                              "not written.")
+    cache_filled_by = models.CharField(max_length=64, blank=True, default="",
+                                       help_text="The request id whose answer a hit served.")
+    cache_saved_usd = models.FloatField(null=True, blank=True,
+                                        help_text="What the served answer had cost when it was filled.")
+    cache_similarity = models.FloatField(null=True, blank=True,
+                                         help_text="A semantic hit's cosine similarity to the kept answer's turn.")
     attempt_count = models.PositiveSmallIntegerField(default=0)
     fell_back = models.BooleanField(default=False, help_text="Another target was tried after the first.")
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Q, QuerySet, Sum, Value
+from django.db.models import Count, Q, QuerySet, Sum, Value
 from django.db.models.functions import Coalesce
 
 from audit.configdiff import scrub_snapshot
@@ -312,3 +312,30 @@ def config_content_recorded(*, version: int, snapshot: Mapping[str, Any]) -> boo
         return False
     stored = json.loads(json.dumps(scrub_snapshot(dict(snapshot)), default=str))
     return bool(stored == recorded)
+
+
+@dataclass(frozen=True)
+class CacheStats:
+    """A cached name's requests since some time: by the cache's outcome, and the provider spend its hits saved."""
+
+    hits: int = 0  # exact and semantic
+    semantic_hits: int = 0
+    misses: int = 0
+    bypasses: int = 0
+    saved_usd: float = 0.0
+
+    @property
+    def hit_rate(self) -> float | None:
+        """Hits among the lookups (bypasses looked nothing up); None before the first lookup."""
+        looked_up = self.hits + self.misses
+        return None if looked_up == 0 else self.hits / looked_up
+
+
+def cache_stats(*, name: str, since: dt.datetime) -> CacheStats:
+    """``name``'s cache outcomes in the revisions since ``since`` (one grouped query on the requested-model index)."""
+    rows = (AuditRevision.objects.filter(requested_model=name, created_at__gte=since).exclude(cache_outcome="")
+            .values("cache_outcome").annotate(n=Count("id"), saved=Sum("cache_saved_usd")))
+    counts = {row["cache_outcome"]: (row["n"], row["saved"] or 0.0) for row in rows}
+    exact, semantic = counts.get("hit", (0, 0.0)), counts.get("semantic-hit", (0, 0.0))
+    return CacheStats(hits=exact[0] + semantic[0], semantic_hits=semantic[0], misses=counts.get("miss", (0, 0.0))[0],
+                      bypasses=counts.get("bypass", (0, 0.0))[0], saved_usd=float(exact[1] + semantic[1]))

@@ -118,6 +118,7 @@ def revision_values(event: Mapping[str, Any]) -> dict[str, Any]:
         "cost_usd": event.get("cost_usd"),
         **billed_values(event),
         "usage_estimated": event.get("usage_estimated", False),
+        **_cache_values(event.get("cache") or {}),
         "attempt_count": min(len(attempts), 32767),
         "fell_back": len(tried) > 1 or any(a["action"] == "fallback" for a in attempts),
         "prompt_hash": event.get("prompt_hash", ""),
@@ -127,6 +128,14 @@ def revision_values(event: Mapping[str, Any]) -> dict[str, Any]:
         "output_preview": event.get("output_preview", ""),
         "output_text": event.get("output_text", ""),
     }
+
+
+def _cache_values(cache: Mapping[str, Any]) -> dict[str, Any]:
+    """The response cache's columns of an event (empty for a request of a name that is not cached)."""
+    hit = cache.get("outcome") in ("hit", "semantic-hit")
+    return {"cache_outcome": str(cache.get("outcome", ""))[:16], "cache_reason": str(cache.get("reason", ""))[:16],
+            "cache_filled_by": str(cache.get("filled_by", ""))[:64],
+            "cache_saved_usd": cache.get("saved_usd") if hit else None, "cache_similarity": cache.get("similarity")}
 
 
 def billed_values(event: Mapping[str, Any]) -> dict[str, Any]:

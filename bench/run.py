@@ -32,6 +32,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import overhead, procfs, profiling, report, services
+from harness.cache import run_cache
 from harness.configs import (
     PROFILES,
     RELAY_CLIENTS,
@@ -55,10 +56,10 @@ from harness.streams import hold_streams
 from harness.summary import build_summary, summary_from_file
 from harness.wrk import INSTALL_HINT, fixed_body_script, run_wrk, wrk_path
 
-PHASES = ("micro", "load", "overhead", "embeddings", "responses", "reference", "profile", "streams", "soak",
+PHASES = ("micro", "load", "overhead", "embeddings", "responses", "cache", "reference", "profile", "streams", "soak",
           "broker")
 # The phases run against the gateway started with in-process audit (the broker phase starts its own).
-_GATEWAY_PHASES = {"load", "overhead", "embeddings", "responses", "reference", "profile", "streams", "soak"}
+_GATEWAY_PHASES = {"load", "overhead", "embeddings", "responses", "cache", "reference", "profile", "streams", "soak"}
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 
@@ -259,6 +260,14 @@ class Bench:
         self.results["responses"] = rows
         self.gateway_requests += sum(r["wrk"]["requests"] for r in rows if r["route"] != "direct")
 
+    def phase_cache(self) -> None:
+        log(f"\n== response cache (a relayed miss, an exact hit, a semantic hit with its embedding), "
+            f"{self.args.seconds:g}s each")
+        rows = run_cache(self.meter(), self.endpoints(), concurrencies=self.args.concurrencies,
+                         seconds=self.args.seconds, progress=log)
+        self.results["cache"] = rows
+        self.gateway_requests += sum(r["wrk"]["requests"] for r in rows)
+
     def phase_profile(self) -> None:
         self.profile_with_py_spy()
         self.profile_in_process()
@@ -413,6 +422,8 @@ def run(args: argparse.Namespace) -> int:
                 bench.phase_embeddings()
             if "responses" in args.phases:
                 bench.phase_responses()
+            if "cache" in args.phases:
+                bench.phase_cache()
             if "profile" in args.phases:
                 bench.phase_profile()
             if "streams" in args.phases:

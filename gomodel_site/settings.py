@@ -465,6 +465,19 @@ if GOMODEL_BUDGET_ALERT_WEBHOOK_URL and not GOMODEL_BUDGET_ALERT_SECRET:
 GOMODEL_BUDGET_ALERT_RETRIES = env_int("GOMODEL_BUDGET_ALERT_RETRIES", 8, minimum=0, maximum=20)
 GOMODEL_BUDGET_ALERT_RETRY_BASE = env_duration("GOMODEL_BUDGET_ALERT_RETRY_BASE", "10s", minimum=0.01)
 GOMODEL_BUDGET_ALERT_TIMEOUT = env_duration("GOMODEL_BUDGET_ALERT_TIMEOUT", "5s", minimum=0.1)
+# The response cache (docs/cache.md): the bytes its in-process store keeps at most, the largest answer it keeps (in
+# either store), how long a lookup waits for Redis before it is a miss, and its key prefix in Redis.
+GOMODEL_CACHE_MAX_BYTES = env_int("GOMODEL_CACHE_MAX_BYTES", 64 * 1024 * 1024, minimum=1024, maximum=64 * 1024 ** 3)
+GOMODEL_CACHE_MAX_ENTRY_BYTES = env_int("GOMODEL_CACHE_MAX_ENTRY_BYTES", 1024 * 1024, minimum=1024,
+                                        maximum=64 * 1024 * 1024)
+GOMODEL_CACHE_REDIS_TIMEOUT = env_float("GOMODEL_CACHE_REDIS_TIMEOUT", 0.1, minimum=0.001, maximum=5.0)
+GOMODEL_CACHE_KEY_PREFIX = env_str("GOMODEL_CACHE_KEY_PREFIX", "gomodel:cache:")
+# Semantic matching: the most vectors one partition (scope and context) keeps, and the most partitions a process
+# keeps in memory without Redis.
+GOMODEL_CACHE_SEMANTIC_MAX_PER_PARTITION = env_int("GOMODEL_CACHE_SEMANTIC_MAX_PER_PARTITION", 256, minimum=1,
+                                                   maximum=100_000)
+GOMODEL_CACHE_SEMANTIC_MAX_PARTITIONS = env_int("GOMODEL_CACHE_SEMANTIC_MAX_PARTITIONS", 10_000, minimum=1,
+                                                maximum=10_000_000)
 # Set for several worker processes: prometheus_client then sums the metrics of all of them.
 PROMETHEUS_MULTIPROC_DIR = env_str("PROMETHEUS_MULTIPROC_DIR", "")
 

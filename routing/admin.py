@@ -6,6 +6,7 @@ is recorded as a ConfigRevision, and every worker process reloads it within a co
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 from django import forms
@@ -13,9 +14,11 @@ from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from audit.money import usd
+from audit.selectors import CacheStats, cache_stats
 from routing import models as m
 from routing.admin_pickers import (
     NameInput,
@@ -26,6 +29,7 @@ from routing.admin_pickers import (
     target_names,
 )
 from routing.config import graph_check, versioning
+from routing.config.file.caches import configured_embedders, format_ttl, purge_caches
 from routing.core.categories import CATEGORIES, strength_tag_problem
 from routing.core.embeddings import embedding_field_problems
 from routing.core.names import did_you_mean
@@ -655,3 +659,78 @@ class RoutingSettingsAdmin(VersionedAdmin):
             "", "<tr><th>{}</th><td>{}</td></tr>", ((f, getattr(values, f)) for f in values.__dataclass_fields__)
         )
         return format_html('<div style="overflow-x: auto; max-width: 100%"><table>{}</table></div>', rows)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Response caches
+# ----------------------------------------------------------------------------------------------------------
+
+
+class ResponseCacheForm(forms.ModelForm):
+    class Meta:
+        model = m.ResponseCache
+        fields = ("model", "ttl_seconds", "scope", "enabled", "semantic_embeddings", "semantic_threshold")
+
+    def clean_semantic_embeddings(self) -> str:
+        """Empty, or a name of this gateway that serves embeddings."""
+        name = str(self.cleaned_data.get("semantic_embeddings") or "").strip()
+        if name and name not in configured_embedders():
+            raise ValidationError(f'"{name}" is no model of this gateway that serves embeddings (endpoints: '
+                                  "embeddings), nor a virtual model of such models.")
+        return name
+
+    def clean_model(self) -> str:
+        """A name clients call: a model, a virtual model, a tier or category alias (with the nearest if not)."""
+        name = str(self.cleaned_data["model"]).strip()
+        known = (graph_check.callable_names() | graph_check.tier_aliases()
+                 | set(m.CategoryRoute.objects.values_list("alias", flat=True)))
+        if name not in known:
+            raise ValidationError(_with_suggestion(f'No model, virtual model or alias is named "{name}".', name,
+                                                   tier_aliases=True))
+        return name
+
+
+@admin.register(m.ResponseCache)
+class ResponseCacheAdmin(VersionedAdmin):
+    form = ResponseCacheForm
+    list_display = ("model", "ttl", "scope", "enabled", "hit_rate", "saved", "generation", "updated_at")
+    list_filter = ("scope", "enabled")
+    search_fields = ("model",)
+    readonly_fields = ("generation", "last_day")
+    fields = ("model", "ttl_seconds", "scope", "enabled", "semantic_embeddings", "semantic_threshold", "generation",
+              "last_day")
+    actions = ("purge",)
+
+    @admin.display(description="ttl")
+    def ttl(self, obj: m.ResponseCache) -> str:
+        return format_ttl(obj.ttl_seconds)
+
+    @admin.display(description="hit rate (24h)")
+    def hit_rate(self, obj: m.ResponseCache) -> str:
+        rate = _cache_day(obj).hit_rate
+        return "-" if rate is None else f"{rate:.0%}"
+
+    @admin.display(description="saved (24h)")
+    def saved(self, obj: m.ResponseCache) -> str:
+        return usd(_cache_day(obj).saved_usd)
+
+    @admin.display(description="last 24 hours")
+    def last_day(self, obj: m.ResponseCache) -> str:
+        if obj.pk is None:
+            return "-"
+        stats = _cache_day(obj)
+        return (f"{stats.hits} hits ({stats.semantic_hits} semantic), {stats.misses} misses, {stats.bypasses} "
+                f"bypasses; "
+                f"{usd(stats.saved_usd)} of provider spend saved")
+
+    @admin.action(description="Purge the selected caches' kept answers")
+    def purge(self, request: HttpRequest, queryset: Any) -> None:
+        author = getattr(request.user, "username", "") or "admin"
+        purged = purge_caches([row.model for row in queryset], author=author, source="admin")
+        self.message_user(request, f"Purged {len(purged)} cache(s): {', '.join(purged)}. Every process stops serving "
+                                   "their kept answers once it loads the new configuration version.",
+                          messages.SUCCESS)
+
+
+def _cache_day(obj: m.ResponseCache) -> CacheStats:
+    return cache_stats(name=obj.model, since=timezone.now() - dt.timedelta(days=1))

@@ -12,13 +12,14 @@ import re
 import secrets
 
 from django.core.exceptions import ValidationError
-from django.core.validators import MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from routing.config.provider_cloud import CLOUD_FIELDS, cloud_problems, default_base_url
 from routing.config.provider_egress import egress_problems
 from routing.config.provider_keys import variable_refusal
 from routing.config.webhook_url import webhook_url_problem
+from routing.core.cache import SCOPES as CACHE_SCOPES
 from routing.core.categories import CATEGORIES, KEYWORD_CATEGORIES, strength_tag_problem
 from routing.core.embeddings import embedding_field_problems
 from routing.core.key_references import reference_variable
@@ -865,3 +866,37 @@ class StoredResponseItem(models.Model):
 
     def __str__(self) -> str:
         return self.item_id
+
+
+class ResponseCache(models.Model):
+    """A ``caches`` entry (docs/cache.md): answers to requests for ``model`` are kept ``ttl_seconds`` and shared
+    within ``scope``. A purge bumps ``generation``: every entry kept before then becomes unreachable."""
+
+    model = models.CharField(max_length=200, unique=True,
+                             help_text="The requested name whose answers are kept: a model, a virtual model, a tier "
+                                       "or category alias.")
+    ttl_seconds = models.PositiveIntegerField(default=600, validators=[MinValueValidator(1)],
+                                              help_text="How long an answer is kept.")
+    scope = models.CharField(
+        max_length=8, choices=[(s, s) for s in CACHE_SCOPES], default="key",
+        help_text="Who may be served an answer: key, the gateway key that asked; team, every key of its team (a key "
+                  "in no team: its own); global, every caller.",
+    )
+    enabled = models.BooleanField(default=True)
+    semantic_embeddings = models.CharField(
+        max_length=200, blank=True,
+        help_text="Semantic matching: the embeddings model (of this gateway) that embeds the latest user turn; empty: "
+                  "exact repeats only.")
+    semantic_threshold = models.FloatField(
+        default=0.95, validators=[MinValueValidator(0.5), MaxValueValidator(1.0)],
+        help_text="The cosine similarity a kept answer of the same context needs to be served (0.5 to 1).")
+    generation = models.PositiveIntegerField(default=0, editable=False,
+                                             help_text="Bumped by a purge (manage.py purge_cache, the admin).")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["model"]
+        verbose_name = "response cache"
+
+    def __str__(self) -> str:
+        return self.model

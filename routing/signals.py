@@ -22,6 +22,7 @@ CONFIG_MODELS = (
     m.Team,
     m.GatewayKey,
     m.RoutingSettings,
+    m.ResponseCache,
 )
 
 

@@ -94,6 +94,16 @@ def gateway_config(simulator_url: str) -> dict[str, Any]:
                    "dimensions": EMBED_DIMENSIONS, "family": "bench-embedding"})
     models.append({"provider": TRANSLATED_PROVIDER, "upstream": PROFILES[0].direct_model, "input_price": 0.15,
                    "output_price": 0.60, "context_window": 128000, "capabilities": ["text", "tools", "json_schema"]})
+    caches = []
+    for profile in PROFILES:  # the cache rows (harness/cache.py): the same upstream models under cached names
+        for kind in ("cached", "semantic"):
+            name = f"{kind}/{profile.direct_model}"
+            models.append({"provider": "sim", "upstream": profile.direct_model, "name": name, "input_price": 0.15,
+                           "output_price": 0.60, "context_window": 128000, "capabilities": ["text"]})
+            cache: dict[str, Any] = {"model": name, "ttl": "1h"}
+            if kind == "semantic":
+                cache["semantic"] = {"embeddings": f"sim/{EMBED_MODEL}", "threshold": 0.9}
+            caches.append(cache)
     return {
         "providers": [{"name": "sim", "kind": "openai", "base_url": f"{simulator_url}/v1",
                        "api_key": "${" + SIM_KEY_VARIABLE + "}"},
@@ -102,6 +112,7 @@ def gateway_config(simulator_url: str) -> dict[str, Any]:
         "models": models,
         "virtual_models": virtual_models,
         "tier_routes": tier_routes,
+        "caches": caches,
     }
 
 

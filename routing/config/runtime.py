@@ -22,6 +22,7 @@ from routing.clients import gcp_tokens
 from routing.clients.egress import egress
 from routing.config.provider_cloud import AWS_REFERENCE_FIELDS
 from routing.config.provider_keys import look_up
+from routing.core.cache import CacheSpec, SemanticSpec
 from routing.core.categories import DEFAULT_LONG_CONTEXT_TOKENS, KEYWORD_CATEGORIES
 from routing.core.limits import Limits
 from routing.core.policies import PolicySpec
@@ -267,6 +268,11 @@ def compile_table(version: int) -> RoutingTable:
         contracts=contracts,
         keys=gateway_keys,
         settings=compile_settings(m.RoutingSettings.objects.filter(pk=1).first()),
+        caches=[CacheSpec(name=row.model, ttl_s=float(row.ttl_seconds), scope=row.scope,  # type: ignore[arg-type]
+                          generation=row.generation, enabled=row.enabled,
+                          semantic=SemanticSpec(row.semantic_embeddings, float(row.semantic_threshold))
+                          if row.semantic_embeddings else None)
+                for row in m.ResponseCache.objects.all()],
     )
 
 

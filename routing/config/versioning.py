@@ -83,17 +83,22 @@ def revision_snapshot() -> dict[str, Any]:
     expiry and revocation. Neither the secret's hash nor its prefix is recorded.
     """
     # The dump module itself, not the package: the package imports apply, which imports this module.
+    from routing.config.file.caches import purge_generations
     from routing.config.file.dump import dump_config
 
     snapshot = dump_config()
     keys = gateway_key_entries()
     if keys:
         snapshot[KEYS_SECTION] = keys
+    purges = purge_generations()
+    if purges:  # a purge changes no file entry, yet every process must follow it (docs/cache.md)
+        snapshot[CACHE_PURGES_SECTION] = purges
     return snapshot
 
 
 # Not "keys" or "gateway_keys": the audit scrubs every field whose name ends so (it may hold a credential).
 KEYS_SECTION = "gateway_access"
+CACHE_PURGES_SECTION = "cache_purges"
 
 
 def gateway_key_entries() -> list[dict[str, Any]]:

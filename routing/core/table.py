@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
+from routing.core.cache import CacheSpec
 from routing.core.limits import Limits, LimitScope
 from routing.core.names import AliasedModels, model_aliases
 from routing.core.policies import PolicySpec
@@ -278,6 +279,7 @@ class RoutingTable:
     contracts: Mapping[str, ContractSpec] = field(default_factory=lambda: _frozen({}))
     keys_by_hash: Mapping[str, KeySpec] = field(default_factory=lambda: _frozen({}))
     settings: RoutingSettings = field(default_factory=RoutingSettings)
+    caches: Mapping[str, CacheSpec] = field(default_factory=lambda: _frozen({}))  # by requested name
 
     @staticmethod
     def build(
@@ -292,6 +294,7 @@ class RoutingTable:
         contracts: list[ContractSpec] | tuple[ContractSpec, ...] = (),
         keys: list[KeySpec] | tuple[KeySpec, ...] = (),
         settings: RoutingSettings | None = None,
+        caches: list[CacheSpec] | tuple[CacheSpec, ...] = (),
     ) -> RoutingTable:
         # Each model with a slash in its name is callable by its slash-free alias too (routing.core.names),
         # unless the alias would meet another public name; a key listing the model may use its alias.
@@ -311,6 +314,7 @@ class RoutingTable:
             contracts=_frozen({c.workload: c for c in contracts}),
             keys_by_hash=_frozen({k.secret_hash: k for k in keys}),
             settings=settings or RoutingSettings(),
+            caches=_frozen({c.name: c for c in caches if c.enabled}),
         )
 
     def kind_of(self, name: str) -> str | None:

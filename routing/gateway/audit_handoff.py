@@ -68,6 +68,8 @@ def build_event(call: Call, journey: Journey, elapsed_s: float) -> dict[str, Any
         "prompt_text": call.features.latest_user_text,
         "output_text": answer.text if answer is not None else "",
         "attempts": [record.as_event() for record in journey.attempts],
+        # The response cache, for a request of a cached name: its outcome and, for a hit, the filling request.
+        "cache": journey.cache.as_event() if journey.cache is not None else None,
     }
 
 

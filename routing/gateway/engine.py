@@ -10,9 +10,11 @@ thread. The steps live in their own modules: ``resolve`` (may the key use the mo
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import math
 import time
+import uuid
 from typing import NoReturn
 
 from django.conf import settings
@@ -21,9 +23,12 @@ from django.http import HttpResponse, StreamingHttpResponse
 from routing.clients import idempotency_store
 from routing.core.contracts import EffectiveContract
 from routing.core.deadline import Deadline, DeadlineHeaderError
+from routing.core.embeddings import EmbeddingsRequestError, parse_embeddings_request
+from routing.core.features import extract_features
 from routing.core.ledger import canonical_json, operation_id, request_fingerprint
 from routing.core.outcome import ErrorClass
 from routing.core.table import RoutingTable
+from routing.gateway import response_cache
 from routing.gateway.attempt_loop import AttemptLoop
 from routing.gateway.categories import decide_category
 from routing.gateway.gateway_error import GatewayError
@@ -80,6 +85,9 @@ async def _route(call: Call, journey: Journey) -> HttpResponse | StreamingHttpRe
     if call.responses is not None:  # its stored conversation is read only for a key within limits and access
         await continue_conversation(call)
     journey.policy = choose_policy(call)  # an unknown policy is a 400 before anything is decided
+    cached = await response_cache.lookup(call, journey, embed=embed_for_cache)  # a hit needs no routing at all
+    if cached is not None:
+        return cached
     target, route_contract = journey.requested_model, None
     if kind == "category":
         category_route = call.table.category_routes[target]
@@ -133,6 +141,33 @@ async def _route(call: Call, journey: Journey) -> HttpResponse | StreamingHttpRe
         await idempotency_store.finish(journey.operation_id, owner=call.request_id, outcome="completed",
                                        answer=journey.replay_blob)
     return response
+
+
+async def embed_for_cache(call: Call, model: str, text: str) -> list[float] | None:
+    """The vector of ``text`` by the gateway's embeddings model ``model``, asked as an embeddings request of the
+    caller's key: through its access, limits, routing and audit like any other, so it is spent and counted. None
+    when it cannot be had (the key may not use the model, a limit, every target failing): the request is then
+    matched exactly only."""
+    body = {"model": model, "input": text}
+    try:
+        parsed = parse_embeddings_request(body)
+    except EmbeddingsRequestError:
+        return None
+    features = dataclasses.replace(extract_features({"model": model}, "openai"),
+                                   estimated_input_tokens=parsed.estimated_tokens())
+    embedding = Call(request_id=uuid.uuid4().hex, inbound="openai", key=call.key, body=body, features=features,
+                     headers={}, table=call.table, endpoint="embeddings", embeddings=parsed)
+    try:
+        response = await handle(embedding)
+    except GatewayError:
+        return None
+    try:
+        vector = json.loads(response.content)["data"][0]["embedding"]
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+        return None
+    if not isinstance(vector, list) or not all(isinstance(v, int | float) for v in vector):
+        return None
+    return [float(v) for v in vector]
 
 
 def _deadline(call: Call, contract: EffectiveContract) -> Deadline:

@@ -99,6 +99,7 @@ class Journey:
     limit_headers: dict[str, str] = field(default_factory=dict)  # OpenAI's x-ratelimit-* for a limited key
     limit_refused: str = ""  # "<key|team>:<rpm|tpm|concurrency|budget>" when a limit refused the request
     usage_estimated: bool = False  # the provider reported no usage: the tokens are the gateway's estimate
+    cache: CacheDecision | None = None  # set for a request of a cached name (routing.gateway.response_cache)
 
     def headers(self, request_id: str) -> dict[str, str]:
         out = {"X-Request-Id": request_id}
@@ -117,6 +118,8 @@ class Journey:
             out["X-GoModel-Target"] = self.answered_by.name
             if self.attempts and self.attempts[-1].thinking:
                 out["X-GoModel-Thinking"] = self.attempts[-1].thinking
+        elif self.cache is not None and self.cache.target:
+            out["X-GoModel-Target"] = self.cache.target  # a hit: the model whose answer was kept
         out["X-GoModel-Attempts"] = str(len(self.attempts))
         if self.cost is not None:
             out["X-GoModel-Cost-Usd"] = f"{self.cost:.8f}"
@@ -126,7 +129,35 @@ class Journey:
             out["X-GoModel-Operation-Id"] = self.operation_id
         if self.limit_headers:
             out.update(self.limit_headers)
+        if self.cache is not None:
+            out["X-GoModel-Cache"] = self.cache.outcome
+            if self.cache.similarity is not None:
+                out["X-GoModel-Cache-Similarity"] = f"{self.cache.similarity:.4f}"
         return out
+
+
+@dataclass
+class CacheDecision:
+    """What the response cache did for a request of a cached name: its outcome, and for a miss whether the answer
+    is to be kept; for a hit, which request filled the entry and what its answer had cost."""
+
+    name: str
+    outcome: str  # "hit", "semantic-hit", "miss" or "bypass" (the X-GoModel-Cache header)
+    key: str = ""
+    scope: str = ""
+    reason: str = ""  # why not read or not written: "off", "refresh", "no-cache", "no-store"
+    write: bool = False
+    filled_by: str = ""  # the request id that filled the entry (hits)
+    target: str = ""  # the model that gave the kept answer (hits)
+    saved_usd: float = 0.0
+    similarity: float | None = None  # a semantic hit's
+    # Semantic matching: the partition and the latest user turn's vector, for indexing the answer of a miss.
+    partition: str = ""
+    vector: list[float] | None = field(default=None, repr=False)
+
+    def as_event(self) -> dict[str, Any]:
+        return {"name": self.name, "outcome": self.outcome, "scope": self.scope, "reason": self.reason,
+                "filled_by": self.filled_by, "saved_usd": self.saved_usd, "similarity": self.similarity}
 
 
 @dataclass

@@ -23,7 +23,7 @@ from routing.core.outcome import AttemptOutcome, ErrorClass
 from routing.core.reserve import estimate_cut_usage
 from routing.core.table import ModelSpec
 from routing.core.validate import ValidationRules, validate_answer
-from routing.gateway import audit_handoff, governance, stored_responses
+from routing.gateway import audit_handoff, cache_fill, governance, stored_responses
 from routing.gateway.attempt import AttemptResult, LiveStream, model_cost, used_tokens
 from routing.gateway.planning import TARGET_PIN_NAMESPACE
 from routing.gateway.records import AttemptRecord, Call, Journey
@@ -103,6 +103,7 @@ def json_response(
         response[name] = value
     if journey.operation_id:
         journey.replay_blob = stored_answer(body, "application/json", headers)
+    cache_fill.fill_json(call, journey, result.client_body)
     _after_success(call, journey)
     finish(call, journey)
     return response
@@ -156,13 +157,18 @@ async def stream_response(
     headers = journey.headers(call.request_id)
     headers.update(dropped_betas_header(call.headers, call.table.providers.get(model.provider), call.inbound))
 
-    kept: list[bytes] = []  # the stream as sent, for a repeat of an idempotent request (capped)
+    kept: list[bytes] = []  # the stream as sent, for a repeat of an idempotent request or the cache (capped)
     kept_size = [0]
+    keeping = bool(journey.operation_id) or cache_fill.keeps_answer(journey)
+
+    overflowed = [False]  # a frame was left out: what was kept is no whole answer
 
     def remember(frame: bytes) -> bytes:
-        if journey.operation_id and kept_size[0] + len(frame) <= MAX_REPLAY_BYTES:
+        if keeping and kept_size[0] + len(frame) <= MAX_REPLAY_BYTES:
             kept.append(frame)
             kept_size[0] += len(frame)
+        elif keeping:
+            overflowed[0] = True
         return frame
 
     async def frames() -> AsyncIterator[bytes]:
@@ -224,6 +230,8 @@ async def stream_response(
                 blob = stored_answer(b"".join(kept), "text/event-stream", headers) if complete else None
                 await idempotency_store.finish(journey.operation_id, owner=call.request_id,
                                                outcome="completed" if complete else "unknown", answer=blob)
+            if final.ok and not interrupted and not overflowed[0]:
+                cache_fill.fill_stream(call, journey, b"".join(kept))
 
     source = frames()
     await anext(source)

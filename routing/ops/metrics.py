@@ -256,6 +256,18 @@ LIMIT_STORE_REDIS = Gauge(
     multiprocess_mode="min",
 )
 
+CACHE_REQUESTS = Labelled(
+    Counter("gomodel_cache_requests_total", "Requests for a cached name by the name and the cache's outcome (hit, "
+            "miss, bypass).", ["name", "outcome"])
+)
+CACHE_SAVED = Labelled(
+    Counter("gomodel_cache_saved_usd_total", "Provider spend in USD that cache hits saved (what the answer cost when "
+            "it was filled), by cached name.", ["name"])
+)
+CACHE_STORED = Labelled(
+    Counter("gomodel_cache_stored_total", "Answers written to the response cache, by cached name.", ["name"])
+)
+
 
 def metrics_view(request: HttpRequest) -> HttpResponse:
     """The Prometheus exposition; the sum over worker processes in multiprocess mode."""

@@ -1,8 +1,9 @@
 """Embeddings in the OpenAI, Azure OpenAI and Gemini formats, deterministic and with the chat faults.
 
-A vector is derived from a hash of the model and the input, so the same input always gets the same vector
-and two inputs almost never share one; it has the model's ``dimensions`` (or the size the request asks for,
-``dimensions`` / ``outputDimensionality``) and unit length, like real embedding models' vectors. The checks
+A vector is a hashed bag of the input's words (``embedding_vector``): the same input always gets the same
+vector, inputs that share their words get near ones and inputs that share none nearly orthogonal ones; it has
+the model's ``dimensions`` (or the size the request asks for, ``dimensions`` / ``outputDimensionality``) and unit
+length, like real embedding models' vectors. The checks
 before the answer are the chat ones (provider headers, the key, JSON, the model under ``strict_models``),
 then the fault draw: error faults answer with the provider's error, ``timeout`` and ``connect_refused`` hold
 or drop the connection, ``slow`` delays, ``malformed_json`` and ``stream_cut`` corrupt or cut the JSON body.
@@ -13,8 +14,10 @@ reports none, as the real API does.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
+import re
 import secrets
 import struct
 import time
@@ -45,17 +48,34 @@ from routing.simulator.wire.base import INVALID_JSON, INVALID_REQUEST, MODEL_NOT
 MAX_DIMENSIONS = 16_384  # beyond any real model's vectors; a larger request is refused, not computed
 
 
+_WORD = re.compile(r"\w+")
+
+
 def embedding_vector(model: str, text: str, dimensions: int) -> list[float]:
-    """A unit vector of ``dimensions`` numbers derived from ``model`` and ``text`` alone."""
+    """A unit vector of ``dimensions`` numbers derived from ``model`` and ``text`` alone: a hashed bag of words.
+
+    Each word (case folded) has a pseudo-random vector of its own, derived from a SHA-256 of the model and the word;
+    a text's vector is the sum of its words' vectors, normalised. So texts that share their words are near
+    (the same words in any order are the same vector), texts that share none are nearly orthogonal in enough
+    dimensions, and semantic behaviour is testable without a model. A text without a word is hashed whole."""
+    words = _WORD.findall(text.casefold()) or [f"\x00{text}"]
+    total = [0.0] * dimensions
+    for word in words:
+        for i, value in enumerate(_word_vector(model, word, dimensions)):
+            total[i] += value
+    norm = sum(v * v for v in total) ** 0.5 or 1.0
+    return [round(v / norm, 6) for v in total]
+
+
+@functools.lru_cache(maxsize=4096)
+def _word_vector(model: str, word: str, dimensions: int) -> tuple[float, ...]:
     raw = b""
     counter = 0
-    seed = f"{model}\x00{text}".encode()
+    seed = f"{model}\x00{word}".encode()
     while len(raw) < dimensions * 4:
         raw += hashlib.sha256(seed + counter.to_bytes(4, "big")).digest()
         counter += 1
-    values = [(int.from_bytes(raw[i * 4:i * 4 + 4], "big") / 0xFFFFFFFF) * 2.0 - 1.0 for i in range(dimensions)]
-    norm = sum(v * v for v in values) ** 0.5 or 1.0
-    return [round(v / norm, 6) for v in values]
+    return tuple((int.from_bytes(raw[i * 4:i * 4 + 4], "big") / 0xFFFFFFFF) * 2.0 - 1.0 for i in range(dimensions))
 
 
 def _tokens(item: str | list[int]) -> int:

@@ -14,6 +14,7 @@ from typing import Any
 from django.db import transaction
 
 from routing import models as m
+from routing.config.file.caches import apply_caches
 from routing.config.file.category_routes import apply_category_routes, prune_category_routes
 from routing.config.file.dump import dump_config
 from routing.config.file.policies import apply_routing_policies, prune_routing_policies
@@ -160,6 +161,8 @@ def _apply(canonical: Mapping[str, Any], before: Mapping[str, Any], *, prune: bo
     apply_category_routes(canonical, before, contract_rows)
 
     apply_routing_policies(canonical, before)
+
+    apply_caches(canonical, before, prune=prune)
 
     if "settings" in canonical or prune:
         wanted = canonical.get("settings", {})

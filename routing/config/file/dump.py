@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from routing import models as m
+from routing.config.file.caches import cache_entries
 from routing.config.file.category_routes import category_route_entries
 from routing.config.file.policies import routing_policy_entries
 from routing.config.file.schema import SETTINGS_FIELDS
@@ -156,10 +157,12 @@ def dump_config() -> dict[str, Any]:
     contracts = [_contract_entry(c) for c in m.Contract.objects.order_by("id")]
     settings_ = _settings_entry()
     teams = dump_teams()
+    caches = cache_entries()
     for key, value in (("providers", providers), ("models", models_), ("virtual_models", virtual),
                        ("tier_routes", routes), ("category_routes", category_routes),
                        ("routing_policies", policies),
-                       ("contracts", contracts), ("teams", teams), ("settings", settings_)):
+                       ("contracts", contracts), ("teams", teams), ("caches", caches),
+                       ("settings", settings_)):
         if value:
             out[key] = value
     return out

@@ -13,6 +13,7 @@ import yaml
 from django.core.exceptions import ValidationError
 
 from routing import models as m
+from routing.config.file.caches import configured_embedders, embedding_virtuals, parse_caches
 from routing.config.file.category_routes import (
     check_names_against_routes,
     check_targets,
@@ -122,6 +123,11 @@ def parse_config(data: Mapping[str, Any]) -> dict[str, Any]:
     _check_slash_free_aliases(chk, model_names, {*(v["source"] for v in virtual if isinstance(v["source"], str)),
                                                  *routes, *category_routes})
 
+    caches = parse_caches(chk, data, callable_names={
+        *(n for n in model_names if isinstance(n, str)),
+        *(v["source"] for v in virtual if isinstance(v["source"], str)), *routes, *category_routes},
+        embedding_names=_file_embedders(models_out, model_names, virtual))
+
     if chk.problems:
         raise ConfigError(chk.problems)
     if providers:
@@ -140,9 +146,21 @@ def parse_config(data: Mapping[str, Any]) -> dict[str, Any]:
         out["contracts"] = contracts
     if teams:
         out["teams"] = teams
+    if caches:
+        out["caches"] = caches
     if settings_out:
         out["settings"] = settings_out
     return out
+
+
+def _file_embedders(models_out: list[dict[str, Any]], model_names: list[Any],
+                    virtual: list[dict[str, Any]]) -> set[str]:
+    """The file's names that serve embeddings: models with the endpoint and virtual models of them only."""
+    names = {name for name, model in zip(model_names, models_out, strict=True)
+             if isinstance(name, str) and "embeddings" in (model.get("endpoints") or [])}
+    targets = {str(v["source"]): [str(t.get("model")) for t in v.get("targets") or [] if isinstance(t, dict)]
+               for v in virtual if isinstance(v.get("source"), str)}
+    return names | embedding_virtuals(names | configured_embedders(), targets)
 
 
 def _entries(chk: _Checker, data: Mapping[str, Any], section: str) -> Iterator[tuple[str, dict[str, Any]]]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 SECTIONS = ("providers", "models", "virtual_models", "tier_routes", "category_routes", "routing_policies", "contracts",
-            "teams", "settings")
+            "teams", "caches", "settings")
 SETTINGS_FIELDS = {
     "smart_routing_enabled": bool,
     "smart_routing_threshold": int,
