@@ -166,7 +166,7 @@ def _as_this_response(call: Call, body: dict[str, Any]) -> dict[str, Any]:
     for item in body.get("output") or []:
         if isinstance(item, dict):
             if isinstance(item.get("id"), str):
-                item = {**item, "id": item_id(_ITEM_PREFIXES.get(str(item.get("type")), "msg"))}
+                item = {**item, "id": item_id(_ITEM_PREFIXES.get(str(item.get("type")), "msg"), responses.response_id)}
             output.append(item)
     responses.output.follow(lambda: output)
     return {**body, "id": responses.response_id, "created_at": responses.created, "output": output}
