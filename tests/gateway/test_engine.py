@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from routing.core.table import RoutingTable
-from routing.gateway import engine, json_schema
+from routing.gateway import engine
+from routing.schema import engine as schema_engine
 from routing.simulator import SimulatorServer
 from tests.gateway import support
 from tests.gateway.support import LIMITED_KEY, SCHEMA_FORMAT, answer, attempts_of, eventually, request, run
@@ -181,13 +182,13 @@ def test_a_request_whose_client_hangs_up_is_still_audited(
 def test_a_new_response_schema_is_checked_off_the_event_loop(
         sim: SimulatorServer, table: RoutingTable, monkeypatch: pytest.MonkeyPatch) -> None:
     compiled_in: list[str] = []
-    original = json_schema._compile
+    original = schema_engine._compile
 
     def recording_compile(schema: Any) -> Any:
         compiled_in.append(threading.current_thread().name)
         return original(schema)
 
-    monkeypatch.setattr(json_schema, "_compile", recording_compile)
+    monkeypatch.setattr(schema_engine, "_compile", recording_compile)
     # A schema no other test uses (its content is its cache key), so the first request must compile it.
     fields = {f"field_{n}_{uuid.uuid4().hex[:6]}": {"type": "string"} for n in range(40)}
     schema_format = {"type": "json_schema", "json_schema": {"name": "wide", "schema": {
