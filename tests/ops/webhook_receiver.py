@@ -4,7 +4,7 @@ the statuses it is given in turn (200 once they run out)."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -28,6 +28,12 @@ class Receiver:
         """The posts once ``count`` have arrived (the test fails with what came when they do not)."""
         with self.arrived:
             self.arrived.wait_for(lambda: len(self.posts) >= count, timeout)
+            return list(self.posts)
+
+    def wait_until(self, done: Callable[[list[Received]], bool], timeout: float = 30.0) -> list[Received]:
+        """The posts once ``done`` holds of them (or what came by ``timeout``, for the test to fail on)."""
+        with self.arrived:
+            self.arrived.wait_for(lambda: done(self.posts), timeout)
             return list(self.posts)
 
 
