@@ -4,7 +4,8 @@ The key comes in ``x-goog-api-key`` or ``?key=``. Streams are SSE with ``alt=sse
 ``\\r\\n\\r\\n``, the last one carrying ``finishReason`` and the full ``usageMetadata``), or without it a
 JSON array sent piece by piece. Errors use Google's ``{"error": {"code", "message", "status"}}``; as on
 the real service, a wrong key is a 400 ``INVALID_ARGUMENT`` with reason ``API_KEY_INVALID`` and a
-missing key a 403 ``PERMISSION_DENIED``.
+missing key a 403 ``PERMISSION_DENIED``. Function calls carry Gemini 3's thought signature, and a current turn
+that sends one back without it is refused as Gemini 3 refuses it (gemini_rules).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from routing.simulator.wire.base import (
     dumps,
     json_string,
 )
+from routing.simulator.wire.gemini_rules import check_thought_signatures, sign_function_call
 
 _ATTACHMENT_PARTS = ("inlineData", "inline_data", "fileData", "file_data")
 _DYNAMIC_THINKING_TOKENS = 256
@@ -78,6 +80,7 @@ class GeminiWire(WireFormat):
         contents = body.get("contents")
         if not isinstance(contents, list) or not contents:
             raise RequestError("* GenerateContentRequest.contents: contents is not specified\n", "contents")
+        check_thought_signatures(contents)
         tally = TextTally()
         system = _get(body, "systemInstruction")
         if isinstance(system, Mapping):
@@ -139,7 +142,7 @@ class GeminiWire(WireFormat):
         if reply.text:
             parts.append({"text": reply.text})
         if reply.tool_call is not None:
-            parts.append(_function_call(reply))
+            parts.append(_function_call(ctx, reply))
         return dumps(self._response(ctx, parts or [{"text": ""}], reply, final=True))
 
     def render_stream(self, ctx: RenderContext, prompt: Prompt, reply: Reply) -> StreamBody:
@@ -155,7 +158,7 @@ class GeminiWire(WireFormat):
                   for p in split_text(reply.reasoning_text, ctx.chunks)]
         pieces += [before + json_string(p) + after for p in split_text(reply.text, ctx.chunks)]
         if reply.tool_call is not None:  # Gemini sends a function call whole, in one chunk
-            pieces.append(dumps(self._response(ctx, [_function_call(reply)], reply, final=False)))
+            pieces.append(dumps(self._response(ctx, [_function_call(ctx, reply)], reply, final=False)))
         paced = [self._event_bytes(piece, first=index == 0) for index, piece in enumerate(pieces)]
         final = self._event(self._response(ctx, [{"text": ""}], reply, final=True), first=not pieces)
         return StreamBody(b"", tuple(paced), final if self.sse else final + b"]")
@@ -338,10 +341,12 @@ def _tool_choice(raw: Any, tools: tuple[ToolSpec, ...]) -> tuple[str, str | None
     return "auto", None
 
 
-def _function_call(reply: Reply) -> dict[str, Any]:
+def _function_call(ctx: RenderContext, reply: Reply) -> dict[str, Any]:
+    """The answer's function call part, signed as Gemini 3 signs the first call of a step."""
     assert reply.tool_call is not None
     try:
         args = json.loads(reply.tool_call.arguments)
     except ValueError:  # cut short by truncation: Gemini never sends partial arguments
         args = {}
-    return {"functionCall": {"name": reply.tool_call.name, "args": args}}
+    return {"functionCall": {"name": reply.tool_call.name, "args": args},
+            "thoughtSignature": sign_function_call(ctx.token, reply.tool_call.name)}

@@ -32,6 +32,7 @@ from routing.simulator.wire.base import (
     json_string,
     sse_data,
 )
+from routing.simulator.wire.openai_rules import check_chat_tool_messages
 
 _ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 _ATTACHMENT_PARTS = ("image_url", "input_audio", "file", "input_image", "input_file")
@@ -102,6 +103,7 @@ class OpenAIWire(WireFormat):
                 tally.json(call.get("function") if isinstance(call, Mapping) else call)
             if role in ("user", "tool", "function"):
                 last_user = text
+        check_chat_tool_messages(messages)
         last_role = messages[-1].get("role")
         schema, json_mode = _response_format(body.get("response_format"))
         effort = body.get("reasoning_effort")

@@ -16,6 +16,7 @@ from typing import Any
 
 from routing.simulator.prompt import Prompt, TextTally, ToolSpec, fingerprint, positive_int
 from routing.simulator.wire.base import RequestError
+from routing.simulator.wire.openai_rules import check_responses_tool_items
 
 _ROLES = ("user", "assistant", "system", "developer")
 _ITEM_TYPES = ("message", "function_call", "function_call_output", "reasoning", "item_reference")
@@ -48,6 +49,7 @@ def parse_responses_body(body: Mapping[str, Any], model: str) -> Prompt:
         text, from_user = _item_text(item, index, tally)
         if from_user:
             last_user = text
+    check_responses_tool_items(items)
     max_output = body.get("max_output_tokens")
     if max_output is not None and (positive_int(max_output) or 0) < MIN_OUTPUT_TOKENS:
         raise RequestError(
