@@ -2,7 +2,8 @@
 never request ids, session ids or raw client input.
 
 With several worker processes set PROMETHEUS_MULTIPROC_DIR to an empty directory shared by them, so that
-``/metrics`` reports the sum over all workers (prometheus_client's multiprocess mode).
+``/metrics`` reports the sum over all workers (prometheus_client's multiprocess mode); each value is written in
+place in its worker's file (routing/ops/metric_values.py).
 """
 
 from __future__ import annotations
@@ -20,6 +21,10 @@ from prometheus_client import (
     generate_latest,
     multiprocess,
 )
+
+from routing.ops import metric_values
+
+metric_values.install()  # before the first metric below: each child's value is constructed from ValueClass
 
 M = TypeVar("M", Counter, Gauge, Histogram)
 MAX_CACHED_CHILDREN = 10_000
