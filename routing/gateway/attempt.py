@@ -8,7 +8,6 @@ produced the first client frames and the engine commits to it.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field, fields
@@ -18,6 +17,7 @@ from routing.clients import aws_signing, upstream
 from routing.clients.aws_credentials import credential_cache
 from routing.clients.http1 import UpstreamResponse
 from routing.core.answer import Answer, Usage, cost_usd
+from routing.core.compact_json import compact_json
 from routing.core.embeddings import EmbeddingsRequest
 from routing.core.error_classifier import classify_exception, classify_http_error
 from routing.core.outcome import AttemptOutcome, ErrorClass, ended_by_client_deadline
@@ -126,7 +126,7 @@ def _request(spec: AttemptSpec) -> upstream.UpstreamRequest:
             provider=spec.provider, model=spec.model, body=spec.body, inbound=spec.inbound, stream=spec.stream,
             api_key=spec.api_key, client_headers=spec.client_headers,
         )
-    payload = json.dumps(built.json, ensure_ascii=False, separators=(",", ":")).encode()
+    payload = compact_json(built.json)
     timeout = min(spec.timeout_s, spec.provider.timeout_s)
     return upstream.build(built.method, built.url, built.headers, payload, timeout, stream=spec.stream,
                           provider=spec.provider)

@@ -17,6 +17,7 @@ from django.http import HttpResponse, StreamingHttpResponse
 
 from routing.clients import idempotency_store, upstream
 from routing.core.answer import Answer
+from routing.core.compact_json import compact_json
 from routing.core.health import TargetHealth
 from routing.core.ledger import execution_key
 from routing.core.outcome import AttemptOutcome, ErrorClass
@@ -97,7 +98,7 @@ def json_response(
     keys = _execution_keys(journey, result.answer)
     if keys:
         headers["X-GoModel-Execution-Keys"] = json.dumps(keys, separators=(",", ":"))
-    body = json.dumps(result.client_body, ensure_ascii=False, separators=(",", ":")).encode()
+    body = compact_json(result.client_body)
     response = HttpResponse(body, content_type="application/json", status=200)
     for name, value in headers.items():
         response[name] = value
