@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -118,10 +119,25 @@ def _run_install(argv: list[str], *, what: str, cwd: Path, env: Mapping[str, str
     except subprocess.TimeoutExpired as exc:
         raise ReferenceUnavailable(f"{what} did not finish within {INSTALL_TIMEOUT_S}s") from exc
     if completed.returncode != 0:
-        lines = [ln.strip() for ln in (completed.stderr + completed.stdout).splitlines()
-                 if ln.strip() and not ln.startswith("WARNING: Location")]
         raise ReferenceUnavailable(f"{what} failed (exit {completed.returncode}): "
-                                   + " | ".join(lines[-3:])[-600:])
+                                   + failure_summary(completed.stderr + "\n" + completed.stdout))
+
+
+# pip's and npm's lines that name the failure, out of their tracebacks and advice.
+_TELLING_LINE = re.compile(r"^(ERROR: |npm error (code |FetchError|notarget|\d{3} ))")
+_UNREACHABLE = re.compile(r"Connection refused|NewConnectionError|Name or service not known|name resolution|"
+                          r"ECONNREFUSED|ENOTFOUND|ETIMEDOUT|EAI_AGAIN|timed out", re.IGNORECASE)
+
+
+def failure_summary(output: str) -> str:
+    """What a failed pip or npm run says went wrong, in one line: its error lines (or its last lines), after
+    "the package registry could not be reached" when that is why."""
+    lines = [ln.strip() for ln in output.splitlines() if ln.strip()]
+    telling = [ln for ln in lines if _TELLING_LINE.match(ln)][:3] or lines[-3:]
+    summary = " | ".join(telling)[:400]
+    if _UNREACHABLE.search(output):
+        summary = "the package registry could not be reached; " + summary
+    return summary
 
 
 def tensorzero_python(cache_dir: Path = CACHE_DIR, *, env: Mapping[str, str] | None = None,
