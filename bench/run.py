@@ -37,6 +37,7 @@ from harness.configs import (
     PROFILES,
     RELAY_CLIENTS,
     ROUTES,
+    SIM_KEY_VARIABLE,
     SLOW_STREAM_MODEL,
     chat_body,
     chat_json,
@@ -50,6 +51,7 @@ from harness.loadruns import Endpoints, LoadRow, run_matrix, warm_up
 from harness.machine import machine_info, raise_file_limit
 from harness.meter import Meter
 from harness.micro import run_micro_benchmarks
+from harness.reference_runs import run_reference_gateways
 from harness.responses import run_responses
 from harness.soak import run_soak
 from harness.streams import hold_streams
@@ -188,6 +190,19 @@ class Bench:
             finally:
                 relay.stop()
                 self.gateway, self.gateway_url = saved
+        self.reference_gateways()
+
+    def reference_gateways(self) -> None:
+        """TensorZero (Rust) and Portkey (Node) under the same load, each alone, installed when missing
+        (harness/reference_runs.py); one that cannot be installed or started is reported without rows."""
+        assert self.simulator is not None
+        outcomes = run_reference_gateways(simulator=self.simulator, simulator_url=self.simulator_url,
+                                          simulator_key=self.gateway_env[SIM_KEY_VARIABLE], work_dir=self.work_dir,
+                                          concurrencies=self.args.concurrencies, seconds=self.args.seconds,
+                                          progress=log)
+        self.results["references"] = [outcome.as_dict() for outcome in outcomes]
+        for outcome in outcomes:
+            self.rows.extend(outcome.rows)
 
     def stop_gateway(self) -> None:
         for service in (self.gateway, self.worker):
@@ -413,6 +428,9 @@ def run(args: argparse.Namespace) -> int:
             bench.start_gateway(broker=False)
             if "reference" in args.phases:
                 bench.phase_reference()
+                if "load" not in args.phases:  # the gateway's own rows, for the references' ratios
+                    bench.phase_load(setup="in-process audit", profiles=[PROFILES[0]], streams=[False, True],
+                                     routes=["direct", "concrete", "alias"])
             if "load" in args.phases:
                 bench.phase_load(setup="in-process audit", profiles=list(PROFILES), streams=[False, True],
                                  routes=list(ROUTES))

@@ -52,7 +52,9 @@ ROUTES = ("direct", "concrete", "alias")
 # gateway's HTTP client or with httpx2, sending the direct model name.
 RELAY_CLIENTS = {"relay": "http1", "relay-aiohttp": "aiohttp", "relay-httpx2": "httpx2"}
 ROUTE_LABELS = {"direct": "direct", "concrete": "gateway", "alias": "gw tier+adaptive", "relay": "bare relay http1",
-                "relay-aiohttp": "bare relay aiohttp", "relay-httpx2": "bare relay httpx2"}
+                "relay-aiohttp": "bare relay aiohttp", "relay-httpx2": "bare relay httpx2",
+                # The other gateways of the reference phase (harness/reference_runs.py).
+                "tensorzero": "TensorZero (Rust)", "portkey": "Portkey (Node)"}
 
 
 def model_for(profile: Profile, route: str) -> str:

@@ -48,9 +48,16 @@ def run_one(meter: Meter, endpoints: Endpoints, profile: Profile, route: str, *,
             seconds: float, setup: str) -> LoadRow:
     """Drive one combination for ``seconds`` and meter every group while it runs."""
     script = fixed_body_script(chat_json(model_for(profile, route), stream=stream))
+    return run_script(meter, endpoints.url_for(route), script, profile=profile, route=route, stream=stream,
+                      concurrency=concurrency, seconds=seconds, setup=setup)
+
+
+def run_script(meter: Meter, url: str, script: str, *, profile: Profile, route: str, stream: bool,
+               concurrency: int, seconds: float, setup: str) -> LoadRow:
+    """Drive ``url`` with the wrk ``script`` for ``seconds`` and meter every group while it runs, as a row."""
     load = procfs.load_average()
     running = meter.start()
-    result = run_wrk(endpoints.url_for(route), script, connections=concurrency, seconds=seconds)
+    result = run_wrk(url, script, connections=concurrency, seconds=seconds)
     usage = running.stop()
     per_request = {}
     done = max(1, result.requests)

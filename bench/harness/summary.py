@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness import overhead, procfs, report
+from harness import overhead, procfs, reference_report, report
 from harness.loadruns import LoadRow
 from harness.micro import MicroResult
 from harness.soak import SoakReport, SoakSample
@@ -27,6 +27,9 @@ def build_summary(r: dict[str, Any], rows: list[LoadRow], *, seconds: float, str
         parts.append(f"\nload runs, {setup} ({seconds:g}s each; CPU columns are CPU time per request; "
                      "'others' = cores used by other programs meanwhile):")
         parts.append(report.load_table([row for row in rows if row.setup == setup], rows))
+    ratios = reference_report.ratios_text(rows, r.get("references") or [])
+    if ratios is not None:
+        parts.append("\n" + ratios)
     if streams is not None:
         parts.append("\nslow streams: " + report.streams_text(streams, r["streams"]["gateway_rss_peak_mib"]))
     if soak is not None:

@@ -39,12 +39,15 @@ def _lua_string(text: str) -> str:
     return f"[{level}[{text}]{level}]"
 
 
-def fixed_body_script(body: str) -> str:
-    """Every request: POST the same JSON body."""
+def fixed_body_script(body: str, headers: dict[str, str] | None = None) -> str:
+    """Every request: POST the same JSON body (with ``headers`` besides the content type)."""
+    # The spaces keep "[" and a long-bracket literal's "[====[" from reading as one "[[" bracket.
+    extra = "".join(f"wrk.headers[ {_lua_string(name)} ] = {_lua_string(value)}\n"
+                    for name, value in (headers or {}).items())
     return (
         'wrk.method = "POST"\n'
         'wrk.headers["Content-Type"] = "application/json"\n'
-        f"wrk.body = {_lua_string(body)}\n" + _DONE
+        + extra + f"wrk.body = {_lua_string(body)}\n" + _DONE
     )
 
 
