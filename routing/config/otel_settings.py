@@ -152,7 +152,7 @@ def tracing_config(read: Callable[[str], str]) -> TracingConfig | None:
     try:
         sampler = Sampler.parse(read("OTEL_TRACES_SAMPLER"), read("OTEL_TRACES_SAMPLER_ARG"))
     except ValueError as exc:
-        name = "OTEL_TRACES_SAMPLER_ARG" if "ratio" in str(exc) else "OTEL_TRACES_SAMPLER"
+        name = "OTEL_TRACES_SAMPLER_ARG" if str(exc).startswith("expected a ratio") else "OTEL_TRACES_SAMPLER"
         raise OtelSettingError(f"{name}: {exc}") from None
     max_queue = _count("OTEL_BSP_MAX_QUEUE_SIZE", read("OTEL_BSP_MAX_QUEUE_SIZE"), 2048, maximum=1_000_000)
     max_batch = _count("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", read("OTEL_BSP_MAX_EXPORT_BATCH_SIZE"),
