@@ -53,7 +53,7 @@ def _exporter(url: str, counts: Counts, **overrides: object) -> SpanExporter:
 @pytest.fixture
 def quick_retries(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(otlp_exporter, "RETRY_WAIT_S", 0.05)
-    yield
+    return
 
 
 def _wait(condition: object, timeout: float = 10.0) -> None:
@@ -73,10 +73,12 @@ def test_it_posts_batches_the_receiver_decodes_with_its_headers() -> None:
     assert sorted(s.name for s in spans) == sorted(f"chat {n}" for n in range(1, 41))
     assert all(len(export.request.resource_spans[0].scope_spans[0].spans) <= 16 for export in receiver.exports)
     first = receiver.exports[0]
-    assert first.path == "/v1/traces" and first.headers["x-tenant"] == "t1"
+    assert first.path == "/v1/traces"
+    assert first.headers["x-tenant"] == "t1"
     assert first.headers["content-type"] == "application/x-protobuf"
     assert first.resource == {"service.name": "test"}
-    assert counts.exported == 40 and not counts.dropped
+    assert counts.exported == 40
+    assert not counts.dropped
 
 
 def test_it_compresses_with_gzip_when_asked() -> None:
@@ -117,7 +119,8 @@ def test_a_receiver_that_is_down_costs_counted_drops(quick_retries: None) -> Non
     assert time.perf_counter() - began < 0.005
     _wait(lambda: counts.dropped["export_failed"] == 2)
     exporter.shutdown(5.0)
-    assert counts.dropped == {"export_failed": 2} and counts.exported == 0
+    assert counts.dropped == {"export_failed": 2}
+    assert counts.exported == 0
 
 
 def test_a_retryable_refusal_is_retried_and_then_delivered(quick_retries: None) -> None:
@@ -127,7 +130,9 @@ def test_a_retryable_refusal_is_retried_and_then_delivered(quick_retries: None) 
         exporter.submit([_span(1)])
         spans = receiver.wait_until(lambda got: len(got) >= 1)
         exporter.shutdown(5.0)
-    assert [s.name for s in spans] == ["chat 1"] and counts.exported == 1 and not counts.dropped
+    assert [s.name for s in spans] == ["chat 1"]
+    assert counts.exported == 1
+    assert not counts.dropped
 
 
 def test_a_bad_request_answer_drops_the_batch_without_retrying(quick_retries: None) -> None:
@@ -139,7 +144,8 @@ def test_a_bad_request_answer_drops_the_batch_without_retrying(quick_retries: No
         exporter.submit([_span(3)])  # the next batch goes through: only the refused one was lost
         spans = receiver.wait_until(lambda got: len(got) >= 1)
         exporter.shutdown(5.0)
-    assert [s.name for s in spans] == ["chat 3"] and counts.dropped == {"rejected": 2}
+    assert [s.name for s in spans] == ["chat 3"]
+    assert counts.dropped == {"rejected": 2}
 
 
 def test_shutdown_sends_what_is_queued_and_later_spans_are_counted() -> None:
@@ -150,4 +156,5 @@ def test_shutdown_sends_what_is_queued_and_later_spans_are_counted() -> None:
         assert exporter.shutdown(5.0)
         assert len(receiver.spans) == 3
         exporter.submit([_span(4)])
-    assert counts.exported == 3 and counts.dropped == {"shutdown": 1}
+    assert counts.exported == 3
+    assert counts.dropped == {"shutdown": 1}

@@ -31,7 +31,8 @@ def test_the_general_endpoint_gets_the_traces_path_and_the_defaults_of_the_sdk()
 def test_the_traces_endpoint_is_used_as_it_is_and_wins() -> None:
     config = _config(OTEL_EXPORTER_OTLP_ENDPOINT="http://a:4318",
                      OTEL_EXPORTER_OTLP_TRACES_ENDPOINT="https://b.example/otlp/traces?tenant=1")
-    assert config is not None and config.url == "https://b.example/otlp/traces?tenant=1"
+    assert config is not None
+    assert config.url == "https://b.example/otlp/traces?tenant=1"
     assert config.origin == "https://b.example"
 
 
@@ -49,7 +50,8 @@ def test_the_service_name_and_resource_attributes() -> None:
     assert config is not None
     assert config.resource == (("service.name", "edge-gw"), ("deployment.environment", "prod"), ("team", "ml/ops"))
     named = _config(OTEL_EXPORTER_OTLP_ENDPOINT="http://a:4318", OTEL_RESOURCE_ATTRIBUTES="service.name=from-res")
-    assert named is not None and named.resource == (("service.name", "from-res"),)
+    assert named is not None
+    assert named.resource == (("service.name", "from-res"),)
 
 
 def test_batching_sampling_compression_and_timeout_are_read() -> None:

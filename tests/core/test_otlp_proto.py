@@ -32,7 +32,9 @@ def test_it_encodes_every_field_the_gateway_sets() -> None:
     scope_spans = resource_spans.scope_spans[0]
     assert (scope_spans.scope.name, scope_spans.scope.version, scope_spans.schema_url) == ("gomodel", "1.2.3", SCHEMA)
     got = scope_spans.spans[0]
-    assert got.trace_id == bytes(range(16)) and got.span_id == bytes(range(8)) and got.parent_span_id == b"\x09" * 8
+    assert got.trace_id == bytes(range(16))
+    assert got.span_id == bytes(range(8))
+    assert got.parent_span_id == b"\x09" * 8
     assert (got.name, got.kind, got.trace_state) == ("chat normal", Span.SPAN_KIND_SERVER, "rojo=1")
     assert (got.start_time_unix_nano, got.end_time_unix_nano) == (1_700_000_000_123_456_789, 1_700_000_000_623_456_789)
     assert attributes(got) == {"s": "text é", "yes": True, "no": False, "neg": -5, "big": 2**62, "zero": 0,
@@ -45,8 +47,10 @@ def test_a_root_span_has_no_parent_and_an_unset_status() -> None:
     span = SpanData(trace_id=b"\x01" * 16, span_id=b"\x02" * 8, parent_span_id=b"", name="chat", kind=KIND_CLIENT,
                     start_ns=1, end_ns=2)
     got = _decode([span]).resource_spans[0].scope_spans[0].spans[0]
-    assert got.parent_span_id == b"" and got.kind == Span.SPAN_KIND_CLIENT
-    assert got.status.code == Status.STATUS_CODE_UNSET and not got.HasField("status")
+    assert got.parent_span_id == b""
+    assert got.kind == Span.SPAN_KIND_CLIENT
+    assert got.status.code == Status.STATUS_CODE_UNSET
+    assert not got.HasField("status")
     assert got.flags == 0x101  # sampled, the parent (none) is not remote
 
 
@@ -61,4 +65,5 @@ def test_a_lone_surrogate_is_replaced_rather_than_failing_the_batch() -> None:
     span = SpanData(trace_id=b"\x01" * 16, span_id=b"\x02" * 8, parent_span_id=b"", name="chat \ud800",
                     kind=KIND_SERVER, start_ns=1, end_ns=2, attributes=[("model", "x\udfff")])
     got = _decode([span]).resource_spans[0].scope_spans[0].spans[0]
-    assert got.name == "chat ?" and attributes(got) == {"model": "x?"}
+    assert got.name == "chat ?"
+    assert attributes(got) == {"model": "x?"}

@@ -26,12 +26,14 @@ def test_it_reads_a_well_formed_header() -> None:
 
 def test_it_reads_the_unsampled_flag_and_surrounding_whitespace() -> None:
     parent = parse_traceparent(f" 00-{TRACE}-{SPAN}-00\t")
-    assert parent is not None and parent.sampled is False
+    assert parent is not None
+    assert parent.sampled is False
 
 
 def test_it_reads_a_later_version_by_its_first_four_fields() -> None:
     parent = parse_traceparent(f"cc-{TRACE}-{SPAN}-01-what-the-future-adds")
-    assert parent is not None and parent.trace_id.hex() == TRACE
+    assert parent is not None
+    assert parent.trace_id.hex() == TRACE
 
 
 @pytest.mark.parametrize("value", [
@@ -65,9 +67,11 @@ def test_it_carries_a_printable_tracestate_and_drops_a_bad_one() -> None:
 def test_new_ids_have_their_sizes_and_round_trip_through_the_header() -> None:
     rng = random.Random(7)
     trace_id, span_id = new_trace_id(rng), new_span_id(rng)
-    assert len(trace_id) == 16 and len(span_id) == 8
+    assert len(trace_id) == 16
+    assert len(span_id) == 8
     parent = parse_traceparent(format_traceparent(trace_id, span_id, 1))
-    assert parent is not None and (parent.trace_id, parent.span_id) == (trace_id, span_id)
+    assert parent is not None
+    assert (parent.trace_id, parent.span_id) == (trace_id, span_id)
 
 
 def test_a_zero_draw_never_makes_an_invalid_id() -> None:
@@ -75,4 +79,5 @@ def test_a_zero_draw_never_makes_an_invalid_id() -> None:
         def getrandbits(self, k: int) -> int:
             return 0
 
-    assert new_trace_id(Zero()) != bytes(16) and new_span_id(Zero()) != bytes(8)
+    assert new_trace_id(Zero()) != bytes(16)
+    assert new_span_id(Zero()) != bytes(8)

@@ -51,7 +51,8 @@ def test_a_ratio_of_zero_keeps_none_and_one_keeps_all() -> None:
 
 def test_parent_based_ratio_follows_the_parent_and_uses_the_ratio_without_one() -> None:
     sampler = Sampler.parse("parentbased_traceidratio", "0")
-    assert sampler.sampled(TRACE, SAMPLED) and not sampler.sampled(TRACE, None)
+    assert sampler.sampled(TRACE, SAMPLED)
+    assert not sampler.sampled(TRACE, None)
 
 
 @pytest.mark.parametrize(("name", "arg", "message"), [
