@@ -6,7 +6,6 @@ from __future__ import annotations
 import collections
 import socket
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -51,9 +50,8 @@ def _exporter(url: str, counts: Counts, **overrides: object) -> SpanExporter:
 
 
 @pytest.fixture
-def quick_retries(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def quick_retries(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(otlp_exporter, "RETRY_WAIT_S", 0.05)
-    return
 
 
 def _wait(condition: object, timeout: float = 10.0) -> None:
