@@ -45,7 +45,12 @@ class SpanData:
     remote_parent: bool = False  # the parent is the client's span (its traceparent), not one of the gateway's
 
 
+_SMALL = [bytes((i,)) for i in range(128)]  # most lengths, tags and counts fit one byte
+
+
 def _varint(value: int) -> bytes:
+    if 0 <= value < 128:
+        return _SMALL[value]
     if value < 0:
         value += 1 << 64  # int64 is sent as its two's complement, ten bytes long
     out = bytearray()
@@ -74,17 +79,46 @@ def _any_value(value: AttributeValue) -> bytes:
     if isinstance(value, str):
         return _length_delimited(1, value.encode("utf-8", "replace"))
     if isinstance(value, bool):
-        return _tag(2, 0) + (b"\x01" if value else b"\x00")
+        return b"\x10\x01" if value else b"\x10\x00"
     if isinstance(value, int):
-        return _tag(3, 0) + _varint(value)
+        return b"\x18" + _varint(value)
     if isinstance(value, float):
-        return _tag(4, 1) + struct.pack("<d", value)
+        return b"\x21" + struct.pack("<d", value)
     return _length_delimited(5, b"".join(_length_delimited(1, _any_value(item)) for item in value))
+
+
+# Encoded KeyValues of the attributes that repeat from request to request (operation, models, tier, provider, status
+# codes, ...): most of a span's attributes, so caching them makes encoding several times cheaper. Not floats (costs,
+# times) nor the attributes that differ on every request (ids, token counts). The cache is emptied when it fills,
+# which bounds it whatever the values. Encoding runs in the exporter's one thread, so no lock is needed. (An
+# attribute name always carries values of one type, so True and 1 never meet under one key.)
+UNCACHED_KEYS = frozenset({"gomodel.request.id", "gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens"})
+_KEY_VALUE_CACHE_MAX = 8192
+_key_values: dict[tuple[int, str, object], bytes] = {}
+_key_prefixes: dict[str, bytes] = {}  # the key (field 1) and the value's tag (field 2) of a KeyValue
+_VALUE_TAG = b"\x12"
 
 
 def _key_value(number: int, key: str, value: AttributeValue) -> bytes:
     """A ``KeyValue`` (key 1, value 2) as field ``number`` of its container."""
-    return _length_delimited(number, _string(1, key) + _length_delimited(2, _any_value(value)))
+    cacheable = not isinstance(value, float | list) and key not in UNCACHED_KEYS
+    if cacheable:
+        found = _key_values.get((number, key, value))
+        if found is not None:
+            return found
+    prefix = _key_prefixes.get(key)
+    if prefix is None:
+        prefix = _string(1, key) + _VALUE_TAG
+        if len(_key_prefixes) < _KEY_VALUE_CACHE_MAX:
+            _key_prefixes[key] = prefix
+    encoded_value = _any_value(value)
+    inner = prefix + _varint(len(encoded_value)) + encoded_value
+    encoded = _tag(number, 2) + _varint(len(inner)) + inner
+    if cacheable:
+        if len(_key_values) >= _KEY_VALUE_CACHE_MAX:
+            _key_values.clear()
+        _key_values[(number, key, value)] = encoded
+    return encoded
 
 
 def encode_span(span: SpanData) -> bytes:

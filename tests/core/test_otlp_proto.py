@@ -67,3 +67,16 @@ def test_a_lone_surrogate_is_replaced_rather_than_failing_the_batch() -> None:
     got = _decode([span]).resource_spans[0].scope_spans[0].spans[0]
     assert got.name == "chat ?"
     assert attributes(got) == {"model": "x?"}
+
+
+def test_the_attribute_cache_stays_right_past_its_bound_and_across_types() -> None:
+    spans = [SpanData(trace_id=b"\x01" * 16, span_id=(i + 1).to_bytes(8, "big"), parent_span_id=b"", name="s",
+                      kind=KIND_SERVER, start_ns=1, end_ns=2,
+                      attributes=[("model", f"m{i}"), ("flag", i % 2 == 0), ("count", i % 3), ("cost", i / 7),
+                                  ("gen_ai.usage.input_tokens", i)])
+             for i in range(10_000)]  # more distinct values than the cache keeps
+    for _ in range(2):  # the second pass reads what the first one cached
+        got = _decode(spans).resource_spans[0].scope_spans[0].spans
+        assert [attributes(s) for s in got] == [
+            {"model": f"m{i}", "flag": i % 2 == 0, "count": i % 3, "cost": i / 7, "gen_ai.usage.input_tokens": i}
+            for i in range(10_000)]
