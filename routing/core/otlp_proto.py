@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 # Span.SpanKind
 KIND_INTERNAL = 1
@@ -37,7 +37,7 @@ class SpanData:
     kind: int
     start_ns: int
     end_ns: int
-    attributes: list[tuple[str, AttributeValue]] = field(default_factory=list)
+    attributes: Sequence[tuple[str, AttributeValue]] = ()
     status_code: int = STATUS_UNSET
     status_message: str = ""
     trace_state: str = ""

@@ -4,7 +4,8 @@ One SERVER span for the request, named ``{gen_ai.operation.name} {requested mode
 upstream attempt, named ``{gen_ai.operation.name} {upstream model}``, with the OpenTelemetry GenAI semantic
 conventions' attributes (semconv 1.37: ``gen_ai.provider.name``) and the routing decision under ``gomodel.*``
 (docs/observability.md lists every attribute). Nothing here reads a clock or does I/O; encoding happens later, in
-the exporter's thread.
+the exporter's thread. Attributes are handed over as tuples of strings and numbers: the garbage collector stops
+tracking such tuples, so the spans waiting in the queue add almost nothing to its full collections.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ def request_spans(call: Call, journey: Journey, elapsed_s: float, *, trace_id: b
     attributes = _request_attributes(call, journey, operation)
     root = SpanData(trace_id=trace_id, span_id=root_id, parent_span_id=parent.span_id if parent else b"",
                     name=f"{operation} {requested}" if known else operation, kind=KIND_SERVER, start_ns=start_ns,
-                    end_ns=end_ns, attributes=attributes, trace_state=trace_state, trace_flags=flags,
+                    end_ns=end_ns, attributes=tuple(attributes), trace_state=trace_state, trace_flags=flags,
                     remote_parent=parent is not None)
     if journey.status >= 500:  # a 4xx is the client's mistake: the server span stays unset, as HTTP's conventions say
         root.status_code, root.status_message = STATUS_ERROR, (journey.error_message or "")[:MAX_TEXT]
@@ -69,8 +70,8 @@ def request_spans(call: Call, journey: Journey, elapsed_s: float, *, trace_id: b
         span = SpanData(trace_id=trace_id, span_id=new_span_id(), parent_span_id=root_id,
                         name=f"{operation} {upstream}", kind=KIND_CLIENT, start_ns=started,
                         end_ns=max(started, min(ended, end_ns)), trace_state=trace_state, trace_flags=flags,
-                        attributes=_attempt_attributes(call, journey, record, operation, upstream,
-                                                       final=record is last))
+                        attributes=tuple(_attempt_attributes(call, journey, record, operation, upstream,
+                                                             final=record is last)))
         if outcome is not None and not outcome.ok:
             span.status_code, span.status_message = STATUS_ERROR, (record.error_message or outcome.reason)[:MAX_TEXT]
         spans.append(span)

@@ -273,3 +273,14 @@ def test_a_receiver_that_cannot_keep_up_costs_counted_drops_never_a_slower_reque
             # The simulator answers in ~5 ms; a request that waited for the 3-second receiver would show it.
             assert max(durations) < 0.5, durations
             assert _dropped(gateway, "queue_full") >= 60  # 41 requests of two spans, a queue of 4
+
+
+def test_two_traceparent_headers_start_a_new_trace(traced: Setup) -> None:
+    header = f"00-{TRACE}-{PARENT}-01"
+    response = httpx2.post(f"{traced.gateway.base_url}/v1/chat/completions", timeout=30,
+                           headers=[("traceparent", header), ("traceparent", header)],
+                           json={"model": "tr-a", "messages": [{"role": "user", "content": "two parents"}]})
+    assert response.status_code == 200
+    root, _ = _spans_of(traced.receiver, response.headers["x-request-id"], 2)
+    assert root.parent_span_id == b""
+    assert root.trace_id.hex() != TRACE
