@@ -56,12 +56,14 @@ from harness.responses import run_responses
 from harness.soak import run_soak
 from harness.streams import hold_streams
 from harness.summary import build_summary, summary_from_file
+from harness.tracing import run_tracing
 from harness.wrk import INSTALL_HINT, fixed_body_script, run_wrk, wrk_path
 
 PHASES = ("micro", "load", "overhead", "embeddings", "responses", "cache", "reference", "profile", "streams", "soak",
-          "broker")
+          "broker", "tracing")
 # The phases run against the gateway started with in-process audit (the broker phase starts its own).
-_GATEWAY_PHASES = {"load", "overhead", "embeddings", "responses", "cache", "reference", "profile", "streams", "soak"}
+_GATEWAY_PHASES = {"load", "overhead", "embeddings", "responses", "cache", "reference", "profile", "streams", "soak",
+                   "tracing"}
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 
@@ -283,6 +285,10 @@ class Bench:
         self.results["cache"] = rows
         self.gateway_requests += sum(r["wrk"]["requests"] for r in rows)
 
+    def phase_tracing(self) -> None:
+        log(f"\n== tracing: gateway CPU per request with OpenTelemetry export off and on, {self.args.seconds:g}s each")
+        self.results["tracing"] = run_tracing(self, progress=log)
+
     def phase_profile(self) -> None:
         self.profile_with_py_spy()
         self.profile_in_process()
@@ -442,6 +448,8 @@ def run(args: argparse.Namespace) -> int:
                 bench.phase_responses()
             if "cache" in args.phases:
                 bench.phase_cache()
+            if "tracing" in args.phases:
+                bench.phase_tracing()
             if "profile" in args.phases:
                 bench.phase_profile()
             if "streams" in args.phases:

@@ -30,7 +30,7 @@ from gomodel_site.static_files import static_files_app, static_prefix  # noqa: E
 from routing.api.django_handler import BoundedASGIHandler, ProxyASGIHandler  # noqa: E402
 from routing.api.relay_handler import RelayHandler  # noqa: E402
 from routing.config.runtime import current_table  # noqa: E402
-from routing.gateway import prober  # noqa: E402
+from routing.gateway import prober, tracing  # noqa: E402
 from routing.gateway.state import state as gateway_state  # noqa: E402
 from routing.ops.shutdown import drain, start_serving, stop_gateway  # noqa: E402
 from routing.ops.startup import start_gateway  # noqa: E402
@@ -69,6 +69,7 @@ async def _lifespan(receive, send):  # type: ignore[no-untyped-def]
             # The background prober of cooling and locked-out targets (with REDIS_URL, one process of the
             # cluster probes: the holder of a lease; routing/gateway/prober.py).
             prober.start(gateway_state)
+            tracing.start()  # with OTEL_EXPORTER_OTLP_ENDPOINT set: this worker's exporter thread
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
             await stop_gateway()
@@ -77,6 +78,7 @@ async def _lifespan(receive, send):  # type: ignore[no-untyped-def]
             await gateway_state.close_limits()  # the settlements of the last requests reach Redis
             # Budget alerts those settlements claimed get their first post (or reach the broker) before the exit.
             await asyncio.to_thread(gateway_state.budget_alerts.idle, 5.0)
+            await asyncio.to_thread(tracing.shutdown, 5.0)  # the last requests' spans, within 5 s
             await send({"type": "lifespan.shutdown.complete"})
             return
 

@@ -18,6 +18,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from routing.clients.http1.proxy import parse_proxy_url
 from routing.clients.redis_url import parse_redis_url
+from routing.config.otel_settings import OtelSettingError, tracing_config
 from routing.config.webhook_url import webhook_url_problem
 from routing.core.budget_alerts import parse_thresholds
 from routing.core.durations import parse_duration
@@ -465,6 +466,12 @@ if GOMODEL_BUDGET_ALERT_WEBHOOK_URL and not GOMODEL_BUDGET_ALERT_SECRET:
 GOMODEL_BUDGET_ALERT_RETRIES = env_int("GOMODEL_BUDGET_ALERT_RETRIES", 8, minimum=0, maximum=20)
 GOMODEL_BUDGET_ALERT_RETRY_BASE = env_duration("GOMODEL_BUDGET_ALERT_RETRY_BASE", "10s", minimum=0.01)
 GOMODEL_BUDGET_ALERT_TIMEOUT = env_duration("GOMODEL_BUDGET_ALERT_TIMEOUT", "5s", minimum=0.1)
+# OpenTelemetry traces (docs/observability.md): on when an OTLP endpoint is set, from the standard OTEL_* variables;
+# None when off. The headers may carry a backend's token, so they (and only they) can also come from a _FILE.
+try:
+    OTEL_TRACING = tracing_config(lambda name: env_str(name) if name.endswith("HEADERS") else (_environ(name) or ""))
+except OtelSettingError as exc:
+    raise ImproperlyConfigured(str(exc)) from None
 # The response cache (docs/cache.md): the bytes its in-process store keeps at most, the largest answer it keeps (in
 # either store), how long a lookup waits for Redis before it is a miss, and its key prefix in Redis.
 GOMODEL_CACHE_MAX_BYTES = env_int("GOMODEL_CACHE_MAX_BYTES", 64 * 1024 * 1024, minimum=1024, maximum=64 * 1024 ** 3)

@@ -285,6 +285,7 @@ class AttemptRecord:
     target: str
     provider: str
     attempt_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    started: float = field(default_factory=time.monotonic)  # when it was begun (its trace span's start)
     outcome: AttemptOutcome | None = None
     ttfb_s: float | None = None
     usage: Usage | None = None

@@ -24,7 +24,7 @@ from routing.core.outcome import AttemptOutcome, ErrorClass
 from routing.core.reserve import estimate_cut_usage
 from routing.core.table import ModelSpec
 from routing.core.validate import ValidationRules, validate_answer
-from routing.gateway import audit_handoff, cache_fill, governance, stored_responses
+from routing.gateway import audit_handoff, cache_fill, governance, stored_responses, tracing
 from routing.gateway.attempt import AttemptResult, LiveStream, model_cost, used_tokens
 from routing.gateway.planning import TARGET_PIN_NAMESPACE
 from routing.gateway.records import AttemptRecord, Call, Journey
@@ -353,3 +353,5 @@ def finish(call: Call, journey: Journey) -> None:
         governance.count_usage(call.key, journey)
 
     audit_handoff.publish_event(call, journey, elapsed)
+    if tracing.active:  # the whole cost of tracing while it is off
+        tracing.emit(call, journey, elapsed)

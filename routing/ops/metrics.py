@@ -273,6 +273,17 @@ CACHE_STORED = Labelled(
     Counter("gomodel_cache_stored_total", "Answers written to the response cache, by cached name.", ["name"])
 )
 
+# OpenTelemetry traces (docs/observability.md); both stay at zero while tracing is off.
+TRACE_SPANS_EXPORTED = Counter(
+    "gomodel_otel_spans_exported_total", "Spans the OTLP receiver accepted.",
+)
+TRACE_SPANS_DROPPED = Labelled(
+    Counter("gomodel_otel_spans_dropped_total", "Spans never delivered, by reason: queue_full (the export queue was "
+            "full when the request ended: the receiver is slow or down), export_failed (no answer or a retryable "
+            "error after the retries), rejected (the receiver refused the batch with a 4xx), shutdown (still queued "
+            "when the worker stopped).", ["reason"])
+)
+
 
 def metrics_view(request: HttpRequest) -> HttpResponse:
     """The Prometheus exposition; the sum over worker processes in multiprocess mode."""
