@@ -52,20 +52,26 @@ def test_it_holds_every_entry_with_its_fields_date_and_official_source() -> None
     for raw in entries:
         where = f"{raw.get('kind')} {raw.get('upstream')}"
         assert raw["kind"] in PROVIDER_KINDS, where
-        assert isinstance(raw["upstream"], str) and raw["upstream"].strip() == raw["upstream"], where
+        assert isinstance(raw["upstream"], str), where
+        assert raw["upstream"].strip() == raw["upstream"], where
         for price in ("input_price", "output_price"):
-            assert isinstance(raw[price], int | float) and raw[price] >= 0, where
+            assert isinstance(raw[price], int | float), where
+            assert raw[price] >= 0, where
         assert raw["output_price"] >= raw["input_price"], where  # no listed model bills output below input
         if "cached_input_price" in raw:
             assert 0 <= raw["cached_input_price"] <= raw["input_price"], where
-        assert isinstance(raw["context_window"], int) and raw["context_window"] >= 1000, where
+        assert isinstance(raw["context_window"], int), where
+        assert raw["context_window"] >= 1000, where
         if "max_output_tokens" in raw:
             assert isinstance(raw["max_output_tokens"], int)
             assert 1 <= raw["max_output_tokens"] <= raw["context_window"], where
-        assert raw["capabilities"][0] == "text" and set(raw["capabilities"]) <= set(CAPABILITIES), where
-        assert isinstance(raw["as_of"], dt.date) and dt.date(2026, 1, 1) <= raw["as_of"] <= dt.date.today(), where
+        assert raw["capabilities"][0] == "text", where
+        assert set(raw["capabilities"]) <= set(CAPABILITIES), where
+        assert isinstance(raw["as_of"], dt.date), where
+        assert dt.date(2026, 1, 1) <= raw["as_of"] <= dt.date.today(), where
         source = urlsplit(raw["source"])
-        assert source.scheme == "https" and source.netloc in OFFICIAL_HOSTS[raw["kind"]], where
+        assert source.scheme == "https", where
+        assert source.netloc in OFFICIAL_HOSTS[raw["kind"]], where
     loaded = catalogue()
     assert len({(raw["kind"], raw["upstream"]) for raw in entries}) == len(entries)
     for raw in entries:
@@ -85,7 +91,8 @@ def test_it_catalogues_each_provider_kind_with_public_list_prices() -> None:
     assert (mini.input_price, mini.cached_input_price, mini.output_price) == (
         Decimal("0.15"), Decimal("0.075"), Decimal("0.6"))
     haiku = catalogue().lookup("anthropic", "claude-haiku-4-5-20251001")
-    assert haiku is not None and (haiku.context_window, haiku.max_output_tokens) == (200000, 64000)
+    assert haiku is not None
+    assert (haiku.context_window, haiku.max_output_tokens) == (200000, 64000)
 
 
 def test_it_finds_an_anthropic_model_by_its_undated_alias() -> None:
