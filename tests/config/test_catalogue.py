@@ -152,3 +152,4 @@ def test_it_flags_prices_older_than_the_entry_only_when_they_differ() -> None:
     assert loaded.is_stale("openai", "gpt-4o-mini", old, dt.date(2026, 11, 30))
     assert not loaded.is_stale("openai", "gpt-4o-mini", old, dt.date(2026, 12, 1))  # set by hand on or after
     assert not loaded.is_stale("openai", "gpt-5", old, None)  # not catalogued: nothing to compare with
+    assert not loaded.is_stale("openai", "gpt-4o-mini", {}, None)  # unpriced: no price to be older

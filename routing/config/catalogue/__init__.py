@@ -92,10 +92,11 @@ class Catalogue:
         """Whether a model's prices are older than the catalogue's entry and differ from it.
 
         A price of unknown date counts as older. Prices equal to the entry's are current whatever their date, so
-        a model filled from an earlier catalogue whose figures did not change is not flagged.
+        a model filled from an earlier catalogue whose figures did not change is not flagged; a model without
+        prices has none to be older.
         """
         entry = self.lookup(kind, upstream)
-        if entry is None or entry.same_prices(prices):
+        if entry is None or entry.same_prices(prices) or all(prices.get(name) is None for name in PRICE_FIELDS):
             return False
         return prices_as_of is None or prices_as_of < entry.as_of
 
