@@ -108,10 +108,12 @@ def prices_as_of_cell(model: m.ProviderModel) -> str:
     if entry is None:  # is_stale says there is one; kept for the type checker
         return shown
     title = f"The price catalogue's figures, read {entry.as_of} from {entry.source}"
+    # On three short lines, so the column stays narrow in a list that is already wide.
     return format_html(
-        '{} <span class="catalogue-stale" title="{}" style="color: var(--error-fg)">older than the catalogue '
-        "({}: {} in / {} out)</span>", shown, title, entry.as_of.isoformat(), usd(float(entry.input_price)),
-        usd(float(entry.output_price)))
+        '<span style="white-space: nowrap">{}</span><br><span class="catalogue-stale" title="{}" '
+        'style="color: var(--error-fg); white-space: nowrap">older than the catalogue</span><br>'
+        '<span class="catalogue-figures" title="{}" style="white-space: nowrap">{}: {} / {}</span>',
+        shown, title, title, entry.as_of.isoformat(), usd(float(entry.input_price)), usd(float(entry.output_price)))
 
 
 class CataloguePricesFilter(admin.SimpleListFilter):

@@ -71,9 +71,12 @@ def test_it_fills_a_new_model_from_the_catalogue_as_the_name_is_typed(site: Site
         conn.execute("UPDATE routing_providermodel SET output_price = 0.9, prices_as_of = %s WHERE name = %s",
                      (mini.as_of.replace(year=mini.as_of.year - 1), "oa/gpt-4o-mini"))
     page.goto(f"{site.base_url}{LIST}")
-    flag = page.locator("#result_list tr", has=page.locator("a:text-is('oa/gpt-4o-mini')")).locator(
-        ".catalogue-stale")
-    assert flag.inner_text() == f"older than the catalogue ({mini.as_of}: $0.15 in / $0.60 out)"
+    cell = page.locator("#result_list tr", has=page.locator("a:text-is('oa/gpt-4o-mini')")).locator(
+        "td.field-prices_as_of_flag")
+    assert cell.inner_text().splitlines() == [mini.as_of.replace(year=mini.as_of.year - 1).isoformat(),
+                                              "older than the catalogue", f"{mini.as_of}: $0.15 / $0.60"]
+    assert cell.locator(".catalogue-stale").evaluate("e => getComputedStyle(e).color") != \
+        cell.locator(".catalogue-figures").evaluate("e => getComputedStyle(e).color")  # the flag stands out
     page.click("#changelist-filter a:text-is('older than the catalogue')")
     page.wait_for_url(re.compile(r".*catalogue=stale"))
     assert page.locator("#result_list a:text-is('oa/gpt-4o-mini')").count() == 1

@@ -103,9 +103,9 @@ def test_it_flags_prices_older_than_the_catalogue_in_the_list(admin_client: Clie
     m.ProviderModel.objects.create(provider=provider, upstream="claude-opus-4-5", input_price=Decimal("4"),
                                    output_price=Decimal("20"), prices_as_of=entry.as_of)
     page = admin_client.get(LIST).content.decode()
-    flagged = [line for line in page.splitlines() if "older than the catalogue (" in line]
-    assert len(flagged) == 1
-    assert f"({entry.as_of}: $1.00 in / $5.00 out)" in flagged[0]
+    assert page.count(">older than the catalogue</span>") == 1
+    assert f'<span class="catalogue-figures" title="The price catalogue&#x27;s figures, read {entry.as_of} from ' \
+           f'{entry.source}" style="white-space: nowrap">{entry.as_of}: $1.00 / $5.00</span>' in page
     stale = admin_client.get(LIST, {"catalogue": "stale"}).content.decode()
     assert "claude/claude-haiku-4-5" in stale
     assert "claude/claude-sonnet-4-5" not in stale  # the catalogue's prices, of unknown date: current
