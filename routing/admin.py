@@ -20,6 +20,14 @@ from django.utils.html import format_html, format_html_join
 from audit.money import usd
 from audit.selectors import CacheStats, cache_stats
 from routing import models as m
+from routing.admin_catalogue import (
+    CataloguePricesFilter,
+    CatalogueUpstreamInput,
+    fill_from_catalogue,
+    filled_message,
+    prices_as_of_cell,
+    prices_date,
+)
 from routing.admin_pickers import (
     NameInput,
     NameListField,
@@ -175,10 +183,18 @@ class ProviderModelForm(forms.ModelForm):
     class Meta:
         model = m.ProviderModel
         fields = "__all__"
-        widgets = {"model_class": NameInput(model_class_names, attrs={"size": 30})}
+        widgets = {"model_class": NameInput(model_class_names, attrs={"size": 30}),
+                   "upstream": CatalogueUpstreamInput()}
+        help_texts = {"upstream": "The model name the provider knows, e.g. gpt-4o-mini. A model in the price "
+                                  "catalogue offered as you type: with the prices left empty, its prices, limits "
+                                  "and capabilities are filled from the catalogue."}
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
+        # Filled before the defaults below, so empty capabilities take the catalogue's rather than ["text"].
+        self.catalogue_entry = fill_from_catalogue(data)
+        self.instance.prices_as_of = prices_date(data, filled=self.catalogue_entry is not None,
+                                                 changed=self.changed_data, current=self.instance.prices_as_of)
         provider, upstream = data.get("provider"), data.get("upstream")
         if not data.get("name") and provider and upstream:
             data["name"] = f"{provider.name}/{upstream}"
@@ -213,11 +229,22 @@ class ProviderModelForm(forms.ModelForm):
 @admin.register(m.ProviderModel)
 class ProviderModelAdmin(VersionedAdmin):
     form = ProviderModelForm
-    list_display = ("name", "provider", "upstream", "input", "output", "context_window",
+    list_display = ("name", "provider", "upstream", "input", "output", "prices_as_of_flag", "context_window",
                     "model_class", "strength_list", "enabled")
-    list_filter = ("provider", "model_class", "enabled")
+    list_filter = ("provider", CataloguePricesFilter, "model_class", "enabled")
     search_fields = ("name", "upstream", "provider__name")
     list_select_related = ("provider",)
+    readonly_fields = ("prices_as_of",)
+
+    def save_model(self, request: HttpRequest, obj: m.ProviderModel, form: Any, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        entry = getattr(form, "catalogue_entry", None)
+        if entry is not None:
+            messages.info(request, filled_message(entry))
+
+    @admin.display(description="prices as of", ordering="prices_as_of")
+    def prices_as_of_flag(self, obj: m.ProviderModel) -> str:
+        return prices_as_of_cell(obj)
 
     @admin.display(description="input $/1M", ordering="input_price")
     def input(self, obj: m.ProviderModel) -> str:

@@ -9,4 +9,7 @@ class RoutingConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from routing import signals  # noqa: F401  (config changes bump the version)
+        from routing import (
+            catalogue_check,  # noqa: F401  (registers the stale-prices database check)
+            signals,  # noqa: F401  (config changes bump the version)
+        )

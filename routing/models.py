@@ -310,6 +310,12 @@ class ProviderModel(models.Model):
         max_digits=12, decimal_places=6, null=True, blank=True, validators=[MinValueValidator(0)],
         help_text="USD per 1M cached input tokens; the input price when empty.",
     )
+    prices_as_of = models.DateField(
+        null=True, blank=True, verbose_name="prices as of",
+        help_text="The day these prices were read: the price catalogue's date when they were filled from it, today "
+                  "when a price is typed. Empty: unknown. A model whose prices are older than the catalogue's, and "
+                  "differ from them, is flagged in the model list.",
+    )
     context_window = models.PositiveIntegerField(null=True, blank=True, validators=[MinValueValidator(1)])
     max_output_tokens = models.PositiveIntegerField(null=True, blank=True, validators=[MinValueValidator(1)])
     capabilities = models.JSONField(default=list, blank=True, validators=[validate_capabilities])

@@ -6,6 +6,7 @@ nothing writes nothing and does not move the version.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
@@ -110,6 +111,7 @@ def _apply(canonical: Mapping[str, Any], before: Mapping[str, Any], *, prune: bo
                 "input_price": _decimal_in(entry.get("input_price")),
                 "output_price": _decimal_in(entry.get("output_price")),
                 "cached_input_price": _decimal_in(entry.get("cached_input_price")),
+                "prices_as_of": _date_in(entry.get("prices_as_of")),
                 "context_window": entry.get("context_window"),
                 "max_output_tokens": entry.get("max_output_tokens"),
                 "rpm": entry.get("rpm"),
@@ -188,3 +190,7 @@ def _apply(canonical: Mapping[str, Any], before: Mapping[str, Any], *, prune: bo
 
 def _decimal_in(value: float | None) -> Decimal | None:
     return None if value is None else Decimal(str(value))
+
+
+def _date_in(value: str | None) -> dt.date | None:
+    return None if value is None else dt.date.fromisoformat(value)

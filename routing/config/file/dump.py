@@ -56,6 +56,8 @@ def _model_entry(model: m.ProviderModel) -> dict[str, Any]:
         value = getattr(model, key)
         if value is not None:
             entry[key] = _decimal_out(value)
+    if model.prices_as_of is not None:
+        entry["prices_as_of"] = model.prices_as_of.isoformat()
     for key in ("context_window", "max_output_tokens", "rpm", "tpm"):
         if getattr(model, key) is not None:
             entry[key] = getattr(model, key)

@@ -30,6 +30,7 @@ from routing.config.file.checks import (
     _num,
 )
 from routing.config.file.contract import _parse_contract
+from routing.config.file.model_prices import catalogue_fill, parse_prices_as_of
 from routing.config.file.policies import parse_routing_policies
 from routing.config.file.schema import SECTIONS, SETTINGS_FIELDS, ConfigError
 from routing.config.file.teams import parse_team
@@ -79,15 +80,15 @@ def parse_config(data: Mapping[str, Any]) -> dict[str, Any]:
     providers = [_parse_provider(chk, path, entry) for path, entry in _entries(chk, data, "providers")]
     _check_duplicates(chk, "providers", [p["name"] for p in providers], "name")
     # Only names that are strings take part in the cross-checks: any other value is reported already.
-    provider_names = {p["name"] for p in providers if isinstance(p["name"], str)} | set(
-        m.Provider.objects.values_list("name", flat=True))
+    provider_kinds: dict[str, str] = dict(m.Provider.objects.values_list("name", "kind"))
+    provider_kinds.update({p["name"]: p["kind"] for p in providers if isinstance(p["name"], str)})
 
     contracts = [_parse_contract(chk, path, entry) for path, entry in _entries(chk, data, "contracts")]
     _check_duplicates(chk, "contracts", [c["workload"] for c in contracts], "workload")
     contract_names = {c["workload"] for c in contracts if isinstance(c["workload"], str)} | set(
         m.Contract.objects.values_list("workload", flat=True))
 
-    models_out = [_parse_model(chk, path, entry, provider_names) for path, entry in _entries(chk, data, "models")]
+    models_out = [_parse_model(chk, path, entry, provider_kinds) for path, entry in _entries(chk, data, "models")]
     model_names = [mo.get("name") or f"{mo['provider']}/{mo['upstream']}" for mo in models_out]
     _check_duplicates(chk, "models", model_names, "name")
 
@@ -280,15 +281,21 @@ def _parse_egress(chk: _Checker, path: str, entry: dict[str, Any]) -> dict[str, 
     return values
 
 
-def _parse_model(chk: _Checker, path: str, entry: dict[str, Any], provider_names: set[str]) -> dict[str, Any]:
-    """One ``models`` entry, whose provider is in the file or already configured."""
+def _parse_model(chk: _Checker, path: str, entry: dict[str, Any], provider_kinds: dict[str, str]) -> dict[str, Any]:
+    """One ``models`` entry, whose provider is in the file or already configured (``provider_kinds``: name -> kind).
+
+    With ``prices: catalogue`` the price catalogue fills what the entry leaves out (routing.config.file.model_prices).
+    """
     _check_unknown_keys(chk, path, entry, ("provider", "upstream", "name", "input_price", "output_price",
-                                           "cached_input_price", "context_window", "max_output_tokens",
-                                           "capabilities", "model_class", "enabled", "rpm", "tpm",
-                                           "strengths", "endpoints", "dimensions", "family"))
+                                           "cached_input_price", "prices", "prices_as_of", "context_window",
+                                           "max_output_tokens", "capabilities", "model_class", "enabled", "rpm",
+                                           "tpm", "strengths", "endpoints", "dimensions", "family"))
     provider = entry.get("provider")
-    if not isinstance(provider, str) or provider not in provider_names:
+    if not isinstance(provider, str) or provider not in provider_kinds:
         chk.add(f"{path}.provider", f'unknown provider "{provider}"')
+    kind = provider_kinds.get(provider) if isinstance(provider, str) else None
+    entry = {**entry, **catalogue_fill(chk, path, entry, kind)}
+    prices_as_of = parse_prices_as_of(chk, path, entry.get("prices_as_of"))
     upstream = entry.get("upstream")
     if not isinstance(upstream, str) or not upstream.strip():
         chk.add(f"{path}.upstream", "expected the provider's model name")
@@ -321,6 +328,8 @@ def _parse_model(chk: _Checker, path: str, entry: dict[str, Any], provider_names
     for key in ("input_price", "output_price", "cached_input_price"):
         if entry.get(key) is not None:
             model[key] = _num(entry[key])
+    if prices_as_of is not None:
+        model["prices_as_of"] = prices_as_of
     for key in ("context_window", "max_output_tokens", "rpm", "tpm"):
         if entry.get(key) is not None:
             model[key] = entry[key]
