@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +14,10 @@ from routing.simulator.server import SimulatorServer
 from tests.compat.scenario import KINDS, Kind
 from tests.e2e.conftest import SIM_KEY, SIM_MODELS, fresh_database, gateway_config, manage
 from tests.gateway_process import run_gateway
+
+# LiteLLM fetches its model price list from the internet when imported unless told to read the copy it ships; the
+# suite's machines reach no such host, and a client of the gateway needs none of it.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 
 @dataclass(frozen=True)
