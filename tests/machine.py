@@ -1,10 +1,10 @@
 """Install the Debian packages the collected tests run as real programs, when the machine lacks them.
 
 The README's test command must work on a fresh Debian machine, so the run installs what it needs instead of
-skipping: Chromium for the browser tests (Playwright drives it; it never downloads a browser of its own) and
-HAProxy for the deploy and cluster tests, npm for the compatibility suite's Node clients, and the servers of PostgreSQL, Redis and RabbitMQ that
-tests/services.py starts when they are not listening. A package already present is left alone; without root or
-apt-get the run fails with the command that would install it.
+skipping: Chromium for the browser tests (Playwright drives it; it never downloads a browser of its own),
+HAProxy for the deploy and cluster tests, npm for the compatibility suite's Node clients, and the servers of
+PostgreSQL, Redis and RabbitMQ that tests/services.py starts when they are not listening. A package already
+present is left alone; without root or apt-get the run fails with the command that would install it.
 """
 
 from __future__ import annotations
