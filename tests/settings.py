@@ -10,8 +10,10 @@ import os
 import tempfile
 from pathlib import Path
 
-_CHECKOUT = hashlib.sha256(str(Path(__file__).resolve().parent.parent).encode()).hexdigest()[:8]
-os.environ.setdefault("DATABASE_URL", f"postgres://postgres@127.0.0.1:5432/gomodel_{_CHECKOUT}")
+# One expression inside the environment call: ruff lets os.environ calls, and no other statement, come before the
+# settings import below.
+os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/gomodel_"
+                      + hashlib.sha256(str(Path(__file__).resolve().parent.parent).encode()).hexdigest()[:8])
 os.environ.setdefault("AUDIT_SPOOL_DIR", tempfile.mkdtemp(prefix="gomodel-test-spool-"))
 os.environ.setdefault("GOMODEL_CONFIG_POLL_SECONDS", "0.2")
 # Production refuses to start without a secret key; the tests, and the gateway processes they start (which
