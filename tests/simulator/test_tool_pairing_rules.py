@@ -112,7 +112,8 @@ def gemini_loop(part: dict[str, Any]) -> list[Any]:
 def gemini_refusal(response: httpx.Response) -> str:
     assert response.status_code == 400, response.text
     error = response.json()["error"]
-    assert error["code"] == 400 and error["status"] == "INVALID_ARGUMENT"
+    assert error["code"] == 400
+    assert error["status"] == "INVALID_ARGUMENT"
     message: str = error["message"]
     return message
 
