@@ -3,7 +3,11 @@ multi-turn chat (the second turn streamed) and a tool loop."""
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import json
+import warnings
+from collections.abc import Iterator
 from typing import Any
 
 import litellm
@@ -33,6 +37,21 @@ pytestmark = [
 
 TOOL: Any = {"type": "function", "function": {"name": TOOL_NAME, "description": TOOL_DESCRIPTION,
                                               "parameters": TOOL_PARAMETERS}}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def litellm_leftovers() -> Iterator[None]:
+    """LiteLLM makes an event loop the thread's own and caches HTTP clients for the process's life, closing
+    neither; close them here, at the end of its tests, rather than see them reported against whichever test runs
+    when they are collected."""
+    yield
+    litellm.in_memory_llm_clients_cache.flush_cache()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        warnings.simplefilter("ignore", DeprecationWarning)  # asking for the thread's loop outside of one
+        asyncio.get_event_loop_policy().get_event_loop().close()  # the loop it made this thread's own
+        asyncio.set_event_loop(None)
+        gc.collect()
 
 
 def complete(compat: Compat, kind: Kind, messages: list[Any], **options: Any) -> Any:
