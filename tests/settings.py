@@ -1,12 +1,17 @@
 """Settings for the test suite: the production settings with test defaults for the environment.
 
-Tests run against a real PostgreSQL (pytest-django creates ``test_gomodel`` beside ``gomodel``).
+Tests run against a real PostgreSQL: pytest-django creates ``test_gomodel_<checkout>`` beside
+``gomodel_<checkout>``, where ``<checkout>`` is a hash of this checkout's path, so that test runs of two
+checkouts on one machine (each drops and creates its test database) never share one.
 """
 
+import hashlib
 import os
 import tempfile
+from pathlib import Path
 
-os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/gomodel")
+_CHECKOUT = hashlib.sha256(str(Path(__file__).resolve().parent.parent).encode()).hexdigest()[:8]
+os.environ.setdefault("DATABASE_URL", f"postgres://postgres@127.0.0.1:5432/gomodel_{_CHECKOUT}")
 os.environ.setdefault("AUDIT_SPOOL_DIR", tempfile.mkdtemp(prefix="gomodel-test-spool-"))
 os.environ.setdefault("GOMODEL_CONFIG_POLL_SECONDS", "0.2")
 # Production refuses to start without a secret key; the tests, and the gateway processes they start (which
