@@ -30,3 +30,7 @@ def main() -> None:
     except ImproperlyConfigured as exc:
         # A bad environment value is the operator's mistake: say which one, without a traceback.
         raise SystemExit(f"configuration error: {exc}") from None
+
+
+if __name__ == "__main__":  # python -m gomodel_site.cli
+    main()
