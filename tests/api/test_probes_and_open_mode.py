@@ -94,6 +94,7 @@ def test_the_demos_createkey_hint_creates_a_key_the_running_demo_checks(tmp_path
         banner = out.read_text()
         hint = re.search(r"^  (.*createkey my-app)$", banner, re.M)
         assert hint is not None, banner
+        assert f"DATABASE_URL=sqlite:////{str(tmp_path).lstrip('/')}/demo.sqlite3 " in hint.group(1)
         base = f"http://127.0.0.1:{port}"
         wrong = httpx2.get(f"{base}/v1/models", headers={"Authorization": "Bearer sk-wrong"}, timeout=10)
         assert wrong.status_code == 200

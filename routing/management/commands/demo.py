@@ -232,7 +232,8 @@ def createkey_command(name: str) -> str:
     env = ["GOMODEL_DEMO=true"]  # a key's stored form is a plain SHA-256: the secret key it runs on does not matter
     database = settings.DATABASES["default"]
     if database["ENGINE"].endswith("sqlite3"):
-        env.append(f"DATABASE_URL={shlex.quote('sqlite:///' + str(database['NAME']))}")
+        path = "/" + str(database["NAME"]).lstrip("/")  # absolute (settings made it so), one leading slash
+        env.append(f"DATABASE_URL={shlex.quote('sqlite:///' + path)}")
     elif urlparse(settings.DATABASE_URL).password:
         env.append('DATABASE_URL="$DATABASE_URL"')  # the demo's own, from the environment: never printed
     else:
