@@ -18,7 +18,7 @@ os.environ.setdefault("GOMODEL_CONFIG_POLL_SECONDS", "0.2")
 # inherit this environment), run with one made up for them rather than the demo's public fallback.
 os.environ.setdefault("DJANGO_SECRET_KEY", "tests-only-secret-key-" + "0123456789abcdefghijklmnopqrstuvwxyz")
 
-from gomodel_site.settings import *  # noqa: F403
+from gomodel_site.settings import *  # noqa: F403, E402 - after the environment defaults above
 
 # The test process itself opens connections from helper threads (readiness probe, ledger); a pool would keep
 # them open and block the test database's teardown. Gateway subprocesses keep the production pool.
