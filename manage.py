@@ -1,32 +1,9 @@
 #!/usr/bin/env python3
-"""Django's command-line utility for the gateway."""
+"""Django's command-line utility for the gateway, in a checkout (an installed package has ``gomodel``)."""
 
 from __future__ import annotations
 
-import os
-import sys
-
-
-def main() -> None:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gomodel_site.settings")
-    if sys.argv[1:2] == ["demo"]:
-        # Settings are read before any command runs: the demo, and the processes it starts, may use the public
-        # fallback secret key that production refuses (gomodel_site/settings.py).
-        os.environ.setdefault("GOMODEL_DEMO", "true")
-    try:
-        from django.core.exceptions import ImproperlyConfigured
-        from django.core.management import execute_from_command_line
-    except ImportError as exc:
-        raise SystemExit(
-            "Django is not installed in this Python. Install the gateway first: "
-            "python3 -m venv .venv && .venv/bin/pip install -e ."
-        ) from exc
-    try:
-        execute_from_command_line(sys.argv)
-    except ImproperlyConfigured as exc:
-        # A bad environment value is the operator's mistake: say which one, without a traceback.
-        raise SystemExit(f"configuration error: {exc}") from None
-
+from gomodel_site.cli import main
 
 if __name__ == "__main__":
     main()

@@ -24,7 +24,12 @@ from routing.core.budget_alerts import parse_thresholds
 from routing.core.durations import parse_duration
 from routing.core.key_references import parse_allow_list
 
-BASE_DIR = Path(__file__).resolve().parent.parent
+BASE_DIR = Path(__file__).resolve().parent.parent  # the checkout, or site-packages when the gateway is installed
+# The folder a relative ``sqlite:///`` path is relative to and where var/ (the default SQLite file, collected static
+# files, the audit spool, beat's schedule) is written: the checkout when run from one (manage.py beside the
+# packages), else the working directory, since an installed gateway must not write into site-packages.
+RUN_DIR = BASE_DIR if (BASE_DIR / "manage.py").is_file() else Path.cwd()
+VAR_DIR = RUN_DIR / "var"
 
 # --------------------------------------------------------------------------------------------------------
 # Typed helpers
@@ -182,10 +187,10 @@ def database_from_url(name: str, url: str) -> dict[str, Any]:
     if parsed.scheme == "sqlite":
         path = unquote(parsed.path)
         if path.startswith("/") and url.startswith("sqlite:///") and not url.startswith("sqlite:////"):
-            path = path[1:]  # sqlite:///relative.db is relative to the project directory
+            path = path[1:]  # sqlite:///relative.db is relative to RUN_DIR
         return {
             "ENGINE": "django.db.backends.sqlite3",
-            "NAME": str(BASE_DIR / path) if not Path(path).is_absolute() else path,
+            "NAME": str(RUN_DIR / path) if not Path(path).is_absolute() else path,
             # The demo's admin and audit writer share the file; wait instead of failing with "locked".
             "OPTIONS": {"timeout": 20, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL;"},
         }
@@ -285,7 +290,9 @@ WSGI_APPLICATION = "gomodel_site.wsgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        # Inside the package, so an installed wheel carries them; listed before the apps' own, so the admin's
+        # templates (admin/base_site.html, the dashboard) replace Django's.
+        "DIRS": [Path(__file__).resolve().parent / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -339,7 +346,7 @@ USE_TZ = True
 # `manage.py collectstatic` (the demo runs it) writes every file under a content-hashed name with gzip and
 # Brotli variants beside it; hashed names are served as cacheable forever, since a change means a new name.
 STATIC_URL = "static/"
-STATIC_ROOT = Path(env_str("DJANGO_STATIC_ROOT", str(BASE_DIR / "var" / "static")))
+STATIC_ROOT = Path(env_str("DJANGO_STATIC_ROOT", str(VAR_DIR / "static")))
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "servestatic.storage.CompressedManifestStaticFilesStorage"},
@@ -542,7 +549,7 @@ GOMODEL_LEDGER_RETENTION = env_duration("GOMODEL_LEDGER_RETENTION", "168h", mini
 AUDIT_STORE_BODIES = env_bool("AUDIT_STORE_BODIES", False)
 AUDIT_BODY_MAX_BYTES = env_int("AUDIT_BODY_MAX_BYTES", 64 * 1024, minimum=0)
 AUDIT_RETENTION_DAYS = env_int("AUDIT_RETENTION_DAYS", 30, minimum=1)
-AUDIT_SPOOL_DIR = Path(env_str("AUDIT_SPOOL_DIR", str(BASE_DIR / "var" / "audit-spool")))
+AUDIT_SPOOL_DIR = Path(env_str("AUDIT_SPOOL_DIR", str(VAR_DIR / "audit-spool")))
 # Disk the spool may use on this host (all gateway processes together); past it, as on a full disk, events wait
 # in memory (AUDIT_BUFFER_MAX_EVENTS) and then new ones are dropped and counted.
 AUDIT_SPOOL_MAX_BYTES = env_int("AUDIT_SPOOL_MAX_BYTES", 1024 * 1024 * 1024, minimum=1024 * 1024)
@@ -602,6 +609,10 @@ CELERY_BEAT_SCHEDULE = {
     "idempotency-retention": {"task": "routing.tasks.purge_expired_operations", "schedule": 3600.0},
     "ledger-retention": {"task": "routing.tasks.purge_expired_executions", "schedule": 3600.0},
 }
+# When each entry last ran, under var/ (Celery's default is ./celerybeat-schedule, written into whatever folder beat
+# starts in: the checkout); ``--schedule`` still overrides it. The scheduler creates the folder on first start.
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+CELERY_BEAT_SCHEDULER = "gomodel_site.beat_scheduler.SchedulerInVar"
 
 # --------------------------------------------------------------------------------------------------------
 # Logging: one line per event; provider keys are scrubbed by a filter on every handler.

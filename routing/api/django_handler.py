@@ -30,7 +30,7 @@ from routing.api import views
 from routing.api.arrival import ARRIVAL_ATTRIBUTE, Arrival
 from routing.api.asgi_types import Message, Receive, Scope, Send
 from routing.api.body_read import BodyRefused, ClientGone, read_body, refusal_response, with_length
-from routing.api.gateway_auth import CALLER_ATTRIBUTE, caller_from_scope
+from routing.api.gateway_auth import CALLER_ATTRIBUTE, caller_from_scope, mark_served_open
 from routing.config.runtime import current_table
 from routing.gateway.gateway_error import GatewayError
 
@@ -123,6 +123,7 @@ class ProxyASGIHandler(ASGIHandler):
 
         async def process_request() -> HttpResponseBase:
             response = await self.run_get_response(request)
+            mark_served_open(response, caller)
             with contextlib.suppress(asyncio.CancelledError):  # the client went away while it was being sent
                 await self.send_response(response, send)
             return response

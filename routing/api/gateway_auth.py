@@ -20,6 +20,10 @@
   declared ``application/json`` (415), which a page can send to another origin only after a CORS preflight
   that this gateway never grants. curl and the SDKs send no ``Origin`` and no ``Sec-Fetch-Site``.
 
+  Every answer served that way carries ``X-GoModel-Auth: open`` (``mark_served_open``): a client that sent a
+  wrong key, or one meant for another gateway, learns that it was not checked rather than taking the 200 for
+  a key accepted.
+
 The relay handler and the Django handler authenticate from the ASGI scope before they read a body and hand
 the ``Caller`` to the view on the request (``CALLER_ATTRIBUTE``); a view reached any other way (Django's test
 client) authenticates from the request itself with the same rules.
@@ -35,7 +39,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponseBase
 from django.http.request import split_domain_port, validate_host
 
 from routing.api.playground_token import TokenRefusal, is_token, key_of_token
@@ -58,6 +62,7 @@ _OTHER_ORIGIN_SITES = frozenset({"cross-site", "same-site"})
 _BODYLESS_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 _DEFAULT_PORTS = {"http": "80", "https": "443"}
 OPEN_MODE = "this gateway serves requests without a gateway key (GOMODEL_AUTH=open) only from local programs"
+AUTH_HEADER = "X-GoModel-Auth"
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +78,12 @@ class Caller:
 
 
 OPEN_CALLER = Caller(None)
+
+
+def mark_served_open(response: HttpResponseBase, caller: Caller | None) -> None:
+    """Say on ``response`` that it was served with no key checked (``GOMODEL_AUTH=open``), whatever key was sent."""
+    if caller is not None and caller.key is None:
+        response[AUTH_HEADER] = "open"
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,7 +30,7 @@ from routing.api import views
 from routing.api.arrival import ARRIVAL_ATTRIBUTE, Arrival
 from routing.api.asgi_types import ASGIApp, Receive, Scope, Send
 from routing.api.body_read import BodyRefused, ClientGone, read_body, refusal_response
-from routing.api.gateway_auth import CALLER_ATTRIBUTE, caller_from_scope
+from routing.api.gateway_auth import CALLER_ATTRIBUTE, caller_from_scope, mark_served_open
 from routing.config.runtime import current_table
 from routing.gateway.gateway_error import GatewayError
 from routing.providers.errors import Inbound
@@ -88,6 +88,7 @@ class RelayHandler:
                 response = views.error_response(inbound, GatewayError(
                     500, "The gateway failed on this request; the error is in the gateway's log.",
                     code="internal_error"))
+            mark_served_open(response, caller)
             await _send(response, send)
         except asyncio.CancelledError:
             if not gone:

@@ -121,6 +121,36 @@ def test_it_logs_open_mode_loudly_and_serves_only_direct_local_clients(tmp_path:
     assert " WARNING " in warnings[0]
 
 
+def test_in_open_mode_an_answer_to_a_key_it_did_not_check_says_the_gateway_runs_open(tmp_path: Path) -> None:
+    _, secret = new_key("checked")
+    with run_gateway(tmp_path, {"GOMODEL_AUTH": "open", "GOMODEL_MASTER_KEY": ""}) as gateway:
+        chat = {"model": "no-such-model", "messages": [{"role": "user", "content": "Hi"}]}
+        for headers in ({"Authorization": "Bearer sk-meant-for-another-gateway"}, {"x-api-key": "wrong"}, {}):
+            listed = httpx2.get(f"{gateway.base_url}/v1/models", headers=headers, timeout=5)
+            assert listed.status_code == 200
+            assert listed.headers["x-gomodel-auth"] == "open"
+            relayed = httpx2.post(f"{gateway.base_url}/v1/chat/completions", json=chat, headers=headers, timeout=5)
+            assert relayed.status_code == 404  # the view's own answer, after the caller was let through
+            assert relayed.headers["x-gomodel-auth"] == "open"
+        # A key the gateway knows is checked, and its answers say nothing of open mode.
+        valid = {"Authorization": f"Bearer {secret}"}
+        listed = httpx2.get(f"{gateway.base_url}/v1/models", headers=valid, timeout=5)
+        relayed = httpx2.post(f"{gateway.base_url}/v1/chat/completions", json=chat, headers=valid, timeout=5)
+        assert (listed.status_code, relayed.status_code) == (200, 404)
+        assert "x-gomodel-auth" not in listed.headers
+        assert "x-gomodel-auth" not in relayed.headers
+
+
+def test_in_keys_mode_no_answer_carries_the_open_mode_header(tmp_path: Path) -> None:
+    _, secret = new_key("keys-mode")
+    with run_gateway(tmp_path, {"GOMODEL_MASTER_KEY": ""}) as gateway:
+        listed = httpx2.get(f"{gateway.base_url}/v1/models", headers={"Authorization": f"Bearer {secret}"}, timeout=5)
+        refused = httpx2.get(f"{gateway.base_url}/v1/models", headers={"Authorization": "Bearer wrong"}, timeout=5)
+        assert (listed.status_code, refused.status_code) == (200, 401)
+        assert "x-gomodel-auth" not in listed.headers
+        assert "x-gomodel-auth" not in refused.headers
+
+
 @pytest.mark.parametrize("value", ["maybe", "off", "none"])
 def test_it_stops_start_up_on_a_bad_GOMODEL_AUTH_naming_the_variable(value: str) -> None:
     done = subprocess.run([sys.executable, "manage.py", "check"], cwd=ROOT, capture_output=True, text=True,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import signal
 import subprocess
 import sys
 import time
@@ -77,3 +79,42 @@ def test_the_demo_answers_a_chat_and_a_stream(tmp_path: Path) -> None:
     assert "demo check passed" in done.stdout
     assert "stream" in done.stdout
     assert "GOMODEL_AUTH=open" in done.stderr  # served without a key, and said so loudly
+
+
+def test_the_demos_createkey_hint_creates_a_key_the_running_demo_checks(tmp_path: Path) -> None:
+    port = free_port()
+    env = {"PATH": "/usr/bin:/bin", "DATABASE_URL": f"sqlite:///{tmp_path}/demo.sqlite3",
+           "AUDIT_SPOOL_DIR": str(tmp_path / "spool"), "PYTHONUNBUFFERED": "1"}
+    out = tmp_path / "demo.out"
+    with open(out, "wb") as log:
+        demo = subprocess.Popen([sys.executable, "manage.py", "demo", "--port", str(port), "--simulator-port", "0"],
+                                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        assert wait_for(lambda: "Press Ctrl-C" in out.read_text() or demo.poll() is not None, 180), out.read_text()
+        banner = out.read_text()
+        hint = re.search(r"^  (.*createkey my-app)$", banner, re.M)
+        assert hint is not None, banner
+        assert f"DATABASE_URL=sqlite:////{str(tmp_path).lstrip('/')}/demo.sqlite3 " in hint.group(1)
+        base = f"http://127.0.0.1:{port}"
+        wrong = httpx2.get(f"{base}/v1/models", headers={"Authorization": "Bearer sk-wrong"}, timeout=10)
+        assert wrong.status_code == 200
+        assert wrong.headers["x-gomodel-auth"] == "open"  # served, and it says the key was not checked
+        # As typed into another terminal: none of the demo's environment, no DJANGO_SECRET_KEY.
+        created = subprocess.run(["bash", "-c", hint.group(1)], cwd=tmp_path, env={"PATH": "/usr/bin:/bin"},
+                                 capture_output=True, text=True, timeout=120, check=False)
+        assert created.returncode == 0, created.stdout + created.stderr
+        secret = created.stdout.strip()
+        assert secret.startswith("gm-")
+
+        def checked() -> bool:
+            answer = httpx2.get(f"{base}/v1/models", headers={"Authorization": f"Bearer {secret}"}, timeout=10)
+            return answer.status_code == 200 and "x-gomodel-auth" not in answer.headers
+
+        assert wait_for(checked, 20)  # the running demo reloads its keys and checks this one
+    finally:
+        demo.send_signal(signal.SIGINT)
+        try:
+            demo.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            demo.kill()
+            demo.wait()

@@ -1,6 +1,8 @@
-"""The Kustomize base, rendered by ``kubectl kustomize`` (offline) and checked object by object: the gateway's
-probes and termination grace, the HPA and the PodDisruptionBudget, the config file mounted from a ConfigMap,
-secrets only by reference, the migration Job and non-root containers everywhere."""
+"""The Kustomize base, the migration and the example deployment, rendered by ``kubectl kustomize`` (offline) and
+checked object by object: the gateway's probes and termination grace, the HPA alone owning the replica count, the
+PodDisruptionBudget, the config file mounted from a ConfigMap, secrets only by reference, the migration Job named
+per release and kept out of the rollout, the Ingress's TLS and stream-safe timeouts, and non-root containers
+everywhere."""
 
 from __future__ import annotations
 
@@ -21,6 +23,8 @@ from routing.core.durations import parse_duration
 from tests.gateway_process import ROOT
 
 BASE = ROOT / "deploy" / "k8s" / "base"
+MIGRATE = ROOT / "deploy" / "k8s" / "migrate"
+EXAMPLE = ROOT / "deploy" / "k8s" / "example"
 KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"
 SECRET_NAMES = ("DJANGO_SECRET_KEY", "DATABASE_URL", "CELERY_BROKER_URL", "REDIS_URL", "GOMODEL_MASTER_KEY",
                 "OPENAI_API_KEY", "ANTHROPIC_API_KEY")
@@ -28,11 +32,26 @@ SECRET_NAMES = ("DJANGO_SECRET_KEY", "DATABASE_URL", "CELERY_BROKER_URL", "REDIS
 FLUSH_MARGIN_SECONDS = 20
 
 
-@pytest.fixture(scope="module")
-def rendered() -> list[dict[str, Any]]:
-    done = subprocess.run([KUBECTL, "kustomize", str(BASE)], capture_output=True, text=True, timeout=60, check=False)
+def render(folder: Path) -> list[dict[str, Any]]:
+    done = subprocess.run([KUBECTL, "kustomize", str(folder)], capture_output=True, text=True, timeout=60,
+                          check=False)
     assert done.returncode == 0, done.stderr
     return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+
+
+@pytest.fixture(scope="module")
+def rendered() -> list[dict[str, Any]]:
+    return render(BASE)
+
+
+@pytest.fixture(scope="module")
+def migration() -> list[dict[str, Any]]:
+    return render(MIGRATE)
+
+
+@pytest.fixture(scope="module")
+def example() -> list[dict[str, Any]]:
+    return render(EXAMPLE)
 
 
 def one(objects: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
@@ -65,10 +84,12 @@ def test_it_renders_every_piece_and_no_secret_object(rendered: list[dict[str, An
     kinds = sorted(f"{o['kind']}/{o['metadata']['name']}" for o in rendered if o["kind"] != "ConfigMap")
     assert kinds == [
         "Deployment/gomodel-beat", "Deployment/gomodel-gateway", "Deployment/gomodel-worker",
-        "HorizontalPodAutoscaler/gomodel-gateway", "Job/gomodel-migrate", "PodDisruptionBudget/gomodel-gateway",
+        "HorizontalPodAutoscaler/gomodel-gateway", "PodDisruptionBudget/gomodel-gateway",
         "Service/gomodel-gateway",
     ]
     assert not [o for o in rendered if o["kind"] == "Secret"]
+    # The migration is applied on its own, before the rollout: applied with the base it would run beside it.
+    assert not [o for o in rendered if o["kind"] == "Job"]
 
 
 def test_the_gateway_is_ready_on_health_ready_and_alive_on_health(rendered: list[dict[str, Any]]) -> None:
@@ -103,6 +124,8 @@ def test_the_hpa_scales_the_gateway_and_the_pdb_keeps_all_but_one(rendered: list
     assert 2 <= hpa["spec"]["minReplicas"] < hpa["spec"]["maxReplicas"]
     pdb = one(rendered, "PodDisruptionBudget", "gomodel-gateway")
     gateway = one(rendered, "Deployment", "gomodel-gateway")
+    # The HPA owns the count: a replicas field would set it back on every apply.
+    assert "replicas" not in gateway["spec"]
     selector = gateway["spec"]["selector"]["matchLabels"]
     assert pdb["spec"]["selector"]["matchLabels"] == selector
     assert pdb["spec"]["maxUnavailable"] == 1
@@ -139,11 +162,14 @@ def test_the_config_file_is_a_valid_gateway_configuration(monkeypatch: pytest.Mo
     assert parsed["tier_routes"]
 
 
-def test_every_secret_is_a_secret_key_ref_and_no_value_is_written(rendered: list[dict[str, Any]]) -> None:
-    for where, spec in pod_specs(rendered).items():
+def test_every_secret_is_a_secret_key_ref_and_no_value_is_written(
+    rendered: list[dict[str, Any]], migration: list[dict[str, Any]],
+) -> None:
+    for where, spec in pod_specs(rendered + migration).items():
+        needed = ("DJANGO_SECRET_KEY", "DATABASE_URL") + (() if where.startswith("Job/") else ("CELERY_BROKER_URL",))
         for container in spec["containers"]:
             env = {e["name"]: e for e in container.get("env", [])}
-            for name in ("DJANGO_SECRET_KEY", "DATABASE_URL", "CELERY_BROKER_URL"):
+            for name in needed:
                 assert name in env, f"{where}: {name} missing"
             for name, entry in env.items():
                 if name in SECRET_NAMES:
@@ -158,11 +184,13 @@ def test_every_secret_is_a_secret_key_ref_and_no_value_is_written(rendered: list
     assert set(SECRET_NAMES) <= gateway_env
 
 
-def test_the_job_migrates_and_beat_runs_once(rendered: list[dict[str, Any]]) -> None:
-    job = one(rendered, "Job", "gomodel-migrate")
+def test_the_job_migrates_and_beat_runs_once(rendered: list[dict[str, Any]], migration: list[dict[str, Any]]) -> None:
+    (job,) = migration
+    assert job["kind"] == "Job"
     (container,) = job["spec"]["template"]["spec"]["containers"]
     assert container["command"] == ["python", "manage.py", "migrate", "--noinput"]
     assert job["spec"]["template"]["spec"]["restartPolicy"] in ("OnFailure", "Never")
+    assert job["spec"]["ttlSecondsAfterFinished"] > 0  # a finished release's Job does not pile up
     beat = one(rendered, "Deployment", "gomodel-beat")
     assert beat["spec"]["replicas"] == 1
     assert beat["spec"]["strategy"]["type"] == "Recreate"
@@ -173,10 +201,12 @@ def test_the_job_migrates_and_beat_runs_once(rendered: list[dict[str, Any]]) -> 
                                                                                  "worker"]
 
 
-def test_every_pod_runs_as_non_root_with_a_read_only_root(rendered: list[dict[str, Any]]) -> None:
-    images = {o["metadata"]["name"] for o in rendered if o["kind"] in ("Deployment", "Job")}
+def test_every_pod_runs_as_non_root_with_a_read_only_root(
+    rendered: list[dict[str, Any]], migration: list[dict[str, Any]],
+) -> None:
+    images = {o["metadata"]["name"] for o in rendered + migration if o["kind"] in ("Deployment", "Job")}
     assert len(images) == 4
-    for where, spec in pod_specs(rendered).items():
+    for where, spec in pod_specs(rendered + migration).items():
         assert spec["securityContext"]["runAsNonRoot"] is True, where
         assert spec["securityContext"]["runAsUser"] != 0, where
         assert spec["automountServiceAccountToken"] is False, where
@@ -195,3 +225,81 @@ def test_the_settings_the_base_sets_pass_check_deploy(rendered: list[dict[str, A
     done = subprocess.run([sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"], cwd=ROOT,
                           env=env, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def release_migration(tmp_path: Path, suffix: str) -> dict[str, Any]:
+    """The migration Job rendered through an overlay of a release, as docs/production.md describes one."""
+    overlay = tmp_path / suffix
+    overlay.mkdir()
+    (overlay / "kustomization.yaml").write_text(yaml.safe_dump({
+        "resources": [os.path.relpath(MIGRATE, overlay)], "nameSuffix": suffix,
+        "images": [{"name": "gomodel-gateway", "newName": "registry.example.com/gomodel-gateway",
+                    "newTag": suffix.lstrip("-").replace("-", ".")}],
+    }))
+    (job,) = render(overlay)
+    return job
+
+
+def test_each_release_applies_a_migration_job_of_its_own(tmp_path: Path) -> None:
+    first, second = release_migration(tmp_path, "-1-4-0"), release_migration(tmp_path, "-1-5-0")
+    # A Job's pod template cannot change: the second release's image under the first one's name would be refused.
+    assert first["metadata"]["name"] == "gomodel-migrate-1-4-0"
+    assert second["metadata"]["name"] == "gomodel-migrate-1-5-0"
+    assert second["spec"]["template"]["spec"]["containers"][0]["image"] == "registry.example.com/gomodel-gateway:1.5.0"
+    # The secret it reads is the deployment's own, not renamed by the suffix.
+    refs = {e["valueFrom"]["secretKeyRef"]["name"] for e in second["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert refs == {"gomodel-secrets"}
+
+
+def test_the_example_migrates_with_the_image_it_rolls_out(example: list[dict[str, Any]]) -> None:
+    (job,) = render(EXAMPLE / "migrate")
+    assert job["metadata"]["name"] == "gomodel-migrate-1-4-0"
+    assert not [o for o in example if o["kind"] == "Job"]
+    gateway_image = one(example, "Deployment", "gomodel-gateway")["spec"]["template"]["spec"]["containers"][0]["image"]
+    assert job["spec"]["template"]["spec"]["containers"][0]["image"] == gateway_image
+    assert job["metadata"]["name"].endswith("-" + gateway_image.rsplit(":", 1)[1].replace(".", "-"))
+
+
+def test_the_ingress_ends_tls_and_keeps_a_silent_stream_open(example: list[dict[str, Any]]) -> None:
+    from django.conf import settings
+
+    ingress = one(example, "Ingress", "gomodel-gateway")
+    annotations = ingress["metadata"]["annotations"]
+    # ingress-nginx's default read timeout (60 s between two reads) would cut a stream silent for longer; the
+    # gateway ends a stream itself after GOMODEL_STREAM_IDLE_TIMEOUT, so the ingress must wait longer than that.
+    for name in ("proxy-read-timeout", "proxy-send-timeout"):
+        assert int(annotations[f"nginx.ingress.kubernetes.io/{name}"]) > settings.GOMODEL_STREAM_IDLE_TIMEOUT
+    assert annotations["nginx.ingress.kubernetes.io/proxy-buffering"] == "off"
+    body_limit = annotations["nginx.ingress.kubernetes.io/proxy-body-size"]
+    assert body_limit.endswith("m")
+    assert int(body_limit[:-1]) * 1024 * 1024 > settings.GOMODEL_MAX_BODY_BYTES
+    (tls,) = ingress["spec"]["tls"]
+    hosts = [rule["host"] for rule in ingress["spec"]["rules"]]
+    assert tls["secretName"]
+    assert tls["hosts"] == hosts
+    env = config_map(example, "gomodel-env")["data"]
+    assert env["DJANGO_ALLOWED_HOSTS"].split(",") == hosts
+    assert env["DJANGO_HTTPS"] == "true"
+    assert env["DJANGO_SECURE_PROXY_SSL_HEADER"] == "X-Forwarded-Proto"  # ingress-nginx sets it on every request
+
+
+def test_the_ingress_routes_the_public_paths_to_the_gateway_and_no_probe_or_metrics(
+    example: list[dict[str, Any]],
+) -> None:
+    ingress = one(example, "Ingress", "gomodel-gateway")
+    service = one(example, "Service", "gomodel-gateway")
+    (rule,) = ingress["spec"]["rules"]
+    paths = rule["http"]["paths"]
+    for entry in paths:
+        backend = entry["backend"]["service"]
+        assert backend["name"] == service["metadata"]["name"]
+        assert backend["port"]["name"] in {port["name"] for port in service["spec"]["ports"]}
+
+    def routed(path: str) -> bool:
+        return any(path == p["path"] if p["pathType"] == "Exact"
+                   else path == p["path"] or path.startswith(p["path"].rstrip("/") + "/") for p in paths)
+
+    for public in ("/v1/chat/completions", "/v1/messages", "/admin/", "/audit/", "/static/admin/css/base.css", "/"):
+        assert routed(public), public
+    for internal in ("/metrics", "/health", "/health/ready"):
+        assert not routed(internal), internal

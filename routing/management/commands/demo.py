@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import re
 import secrets
+import shlex
 import signal
 import subprocess
 import sys
@@ -22,6 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import httpx2
 import yaml
@@ -58,7 +60,7 @@ class Command(BaseCommand):
         # The simulator accepts any key; the providers reference this variable like a real deployment would
         # (not a GOMODEL_ name: those are reserved for the gateway's own settings).
         os.environ.setdefault("DEMO_PROVIDER_KEY", "demo-" + secrets.token_hex(8))
-        Path(settings.BASE_DIR, "var").mkdir(exist_ok=True)
+        Path(settings.VAR_DIR).mkdir(parents=True, exist_ok=True)
         call_command("migrate", verbosity=0)
         # The gateway serves the collected files itself, as in production: hashed names, gzip and Brotli.
         if collect_static_when_changed():
@@ -72,7 +74,8 @@ class Command(BaseCommand):
         try:
             self._load_config(simulator.base_url)
             password = self._admin_password()
-            root = Path(settings.BASE_DIR)
+            # The gateway's var/ and relative paths are the demo's own (settings.RUN_DIR), installed or not.
+            root = Path(settings.RUN_DIR)
             # No key needed: the gateway serves clients on this machine without one (and says so in its log).
             env = dict(os.environ, PYTHONUNBUFFERED="1", GOMODEL_AUTH="open")
             gateway = subprocess.Popen(  # noqa: S603 - this interpreter, fixed arguments
@@ -100,7 +103,7 @@ class Command(BaseCommand):
         config = yaml.safe_load(DEMO_CONFIG.read_text())
         for provider in config["providers"]:
             provider["base_url"] = provider["base_url"].replace(CONFIG_SIMULATOR, simulator_url, 1)
-        with tempfile.NamedTemporaryFile("w", suffix=".yaml", dir=Path(settings.BASE_DIR, "var"),
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml", dir=Path(settings.VAR_DIR),
                                          prefix="demo-config-") as file:
             yaml.safe_dump(config, file, sort_keys=False)
             file.flush()
@@ -191,8 +194,11 @@ class Command(BaseCommand):
         base = f"http://127.0.0.1:{port}"
         self.stdout.write(f"""
 The gateway is running at {base}, its simulated providers at {simulator_url}.
-No API key is needed from this machine (GOMODEL_AUTH=open); anywhere else, run it with a key
-(GOMODEL_MASTER_KEY or `manage.py createkey NAME`).
+No API key is needed from this machine (GOMODEL_AUTH=open): a key the gateway does not know is not
+checked, and every answer served that way says X-GoModel-Auth: open. A key it knows is checked (its models,
+limits, team and audit apply); create one while the demo runs, from any terminal:
+
+  {createkey_command("my-app")}
 
   curl {base}/v1/chat/completions -H 'content-type: application/json' \\
     -d '{{"model": "normal", "messages": [{{"role": "user", "content": "Hello!"}}]}}' -i
@@ -212,3 +218,31 @@ print(c.chat.completions.create(model='normal', messages=[{{'role': 'user', 'con
 
 Press Ctrl-C to stop.
 """)
+
+
+def createkey_command(name: str) -> str:
+    """A shell command that creates a key in this demo's database: the program that started the demo (manage.py
+    or the installed ``gomodel``), with the environment it needs.
+
+    The demo may run on the public fallback secret key only because it sets GOMODEL_DEMO (manage.py does so for
+    ``demo`` alone): any other command against its database needs it too, or production's refusal to start without
+    DJANGO_SECRET_KEY stops it. The database is named explicitly, since an installed gateway's default SQLite file
+    is relative to the folder it runs in.
+    """
+    env = ["GOMODEL_DEMO=true"]  # a key's stored form is a plain SHA-256: the secret key it runs on does not matter
+    database = settings.DATABASES["default"]
+    if database["ENGINE"].endswith("sqlite3"):
+        path = "/" + str(database["NAME"]).lstrip("/")  # absolute (settings made it so), one leading slash
+        env.append(f"DATABASE_URL={shlex.quote('sqlite:///' + path)}")
+    elif urlparse(settings.DATABASE_URL).password:
+        env.append('DATABASE_URL="$DATABASE_URL"')  # the demo's own, from the environment: never printed
+    else:
+        env.append(f"DATABASE_URL={shlex.quote(settings.DATABASE_URL)}")
+    program = Path(sys.argv[0])
+    if program.suffix == ".py" and program.is_file():  # python manage.py demo
+        command = [sys.executable, str(program.resolve())]
+    elif program.is_file():  # the gomodel console script
+        command = [str(program.resolve())]
+    else:
+        command = [sys.executable, "-m", "gomodel_site.cli"]
+    return " ".join([*env, *(shlex.quote(part) for part in command), "createkey", shlex.quote(name)])
