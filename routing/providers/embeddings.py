@@ -16,9 +16,9 @@
   gateway's estimate and says so (``usage_estimated``); token-id inputs have no Gemini equivalent (a 400).
 - ``bedrock``: ``POST {base_url}/model/{upstream}/invoke`` for Amazon Titan (one input per request) and Cohere
   Embed (up to 96), each in its own body (``bedrock_embeddings``); signed like Bedrock chat requests.
-- ``cohere``: ``POST {base_url}/v2/embed`` (``routing.providers.cohere_embeddings``), ``input_type`` from the
+- ``cohere``: ``POST {base_url}/v2/embed`` (``routing.providers.cohere.embeddings``), ``input_type`` from the
   client's body or ``search_document``, with the provider's billed token counts.
-- ``vertex``: ``POST .../publishers/google/models/{upstream}:predict`` (``routing.providers.vertex_embeddings``),
+- ``vertex``: ``POST .../publishers/google/models/{upstream}:predict`` (``routing.providers.vertex.embeddings``),
   with the provider's token counts.
 
 Upstreams are always asked for floats; a client that wants ``base64`` gets the floats packed by the gateway
@@ -35,14 +35,14 @@ from urllib.parse import quote
 from routing.core.answer import Usage
 from routing.core.embeddings import EmbeddingsRequest, encode_base64
 from routing.core.table import ModelSpec, ProviderSpec
-from routing.providers.azure_adapter import DEFAULT_API_VERSION
 from routing.providers.base import UpstreamRequest, join_url, load_json_body
-from routing.providers.bedrock_embeddings import bedrock_embeddings_request, bedrock_vectors
-from routing.providers.cohere_embeddings import cohere_embeddings_request, cohere_embeddings_vectors
-from routing.providers.embedding_vectors import finite_vector
+from routing.providers.bedrock.embeddings import bedrock_embeddings_request, bedrock_vectors
+from routing.providers.cohere.embeddings import cohere_embeddings_request, cohere_embeddings_vectors
+from routing.providers.common.vectors import finite_vector
 from routing.providers.errors import CapabilityError, MalformedResponse
-from routing.providers.openai_presets import PRESETS
-from routing.providers.vertex_embeddings import vertex_embeddings_request, vertex_embeddings_vectors
+from routing.providers.openai.azure_adapter import DEFAULT_API_VERSION
+from routing.providers.openai.presets import PRESETS
+from routing.providers.vertex.embeddings import vertex_embeddings_request, vertex_embeddings_vectors
 
 
 @dataclass(frozen=True, slots=True)
