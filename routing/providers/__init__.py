@@ -32,6 +32,13 @@ Public API::
 Same shape in and out (OpenAI client to an OpenAI-format provider, Anthropic client to Anthropic) is a
 pass-through; every other pair is translated through the OpenAI chat format. docs/providers.md has the
 translation table.
+
+Layout: one package per wire format (``openai``, ``anthropic``, ``gemini``, ``cohere``, ``bedrock``, ``vertex``,
+``responses_api``), each with its ``adapter`` and the ``request``, ``response``, ``stream`` and ``embeddings`` of
+that format (Anthropic, which is also a client protocol, names both sides: ``upstream_*`` and ``inbound_*``);
+under them ``common`` (body reads, usage, ids, vectors), ``streaming`` (SSE, decoding, encoding, accumulation)
+and ``pivot`` (the OpenAI chat completion every translation goes through). ``embeddings`` and ``probes`` here
+pick the format's module by provider kind.
 """
 
 from __future__ import annotations

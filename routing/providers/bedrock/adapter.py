@@ -22,14 +22,15 @@ from urllib.parse import quote
 
 from routing.core.table import ModelSpec, ProviderSpec
 from routing.providers.anthropic.inbound_request import anthropic_to_openai
+from routing.providers.anthropic.inbound_response import openai_to_anthropic_message
+from routing.providers.anthropic.inbound_stream import AnthropicEventEncoder
 from routing.providers.base import Adapter, ParsedResponse, UpstreamError
 from routing.providers.bedrock.eventstream import EventStreamParser
 from routing.providers.bedrock.request import openai_to_bedrock
 from routing.providers.bedrock.response import bedrock_to_openai_completion, usage_from_bedrock
 from routing.providers.bedrock.stream import BedrockEventDecoder
 from routing.providers.errors import Inbound
-from routing.providers.pivot.chat_completion import openai_to_anthropic_message
-from routing.providers.streaming.encoding import AnthropicEventEncoder, OpenAIFrameEncoder
+from routing.providers.streaming.encoding import OpenAIFrameEncoder
 from routing.providers.streaming.translators import StreamTranslator, TranslatingStream
 
 

@@ -13,13 +13,14 @@ from typing import Any
 
 from routing.core.table import ModelSpec, ProviderSpec
 from routing.providers.anthropic.inbound_request import anthropic_to_openai
+from routing.providers.anthropic.inbound_response import openai_to_anthropic_message
+from routing.providers.anthropic.inbound_stream import AnthropicEventEncoder
 from routing.providers.base import Adapter, ParsedResponse, UpstreamError, join_url
 from routing.providers.cohere.request import openai_to_cohere
 from routing.providers.cohere.response import cohere_to_openai_completion, usage_from_cohere
 from routing.providers.cohere.stream import CohereEventDecoder
 from routing.providers.errors import Inbound
-from routing.providers.pivot.chat_completion import openai_to_anthropic_message
-from routing.providers.streaming.encoding import AnthropicEventEncoder, OpenAIFrameEncoder
+from routing.providers.streaming.encoding import OpenAIFrameEncoder
 from routing.providers.streaming.translators import StreamTranslator, TranslatingStream
 
 

@@ -1,4 +1,5 @@
-"""Tool call ids for Gemini, which carry Gemini's thought signature through the client and back.
+"""The tool call ids the gateway mints (``call_<24 hex>``) for calls the upstream names no id for, and the
+Gemini thought signature such an id carries through the client and back.
 
 Gemini 3 refuses a conversation whose function calls lack the ``thoughtSignature`` it issued with them.
 OpenAI and Anthropic clients keep nothing but the tool call id, so the signature travels inside it:

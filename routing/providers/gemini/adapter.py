@@ -14,14 +14,15 @@ from urllib.parse import quote
 
 from routing.core.table import ModelSpec, ProviderSpec
 from routing.providers.anthropic.inbound_request import anthropic_to_openai
+from routing.providers.anthropic.inbound_response import openai_to_anthropic_message
+from routing.providers.anthropic.inbound_stream import AnthropicEventEncoder
 from routing.providers.base import Adapter, ParsedResponse, join_url
 from routing.providers.common.usage import usage_from_gemini
 from routing.providers.errors import Inbound
 from routing.providers.gemini.request import openai_to_gemini
 from routing.providers.gemini.response import gemini_to_openai_completion
 from routing.providers.gemini.stream import GeminiEventDecoder
-from routing.providers.pivot.chat_completion import openai_to_anthropic_message
-from routing.providers.streaming.encoding import AnthropicEventEncoder, OpenAIFrameEncoder
+from routing.providers.streaming.encoding import OpenAIFrameEncoder
 from routing.providers.streaming.translators import StreamTranslator, TranslatingStream
 
 

@@ -12,12 +12,13 @@ from typing import Any
 
 from routing.core.table import ModelSpec, ProviderSpec
 from routing.providers.anthropic.inbound_request import anthropic_to_openai
+from routing.providers.anthropic.inbound_response import openai_to_anthropic_message
+from routing.providers.anthropic.inbound_stream import AnthropicEventEncoder
 from routing.providers.base import Adapter, ParsedResponse, join_url
 from routing.providers.common.usage import usage_from_openai
 from routing.providers.errors import CapabilityError, Inbound
-from routing.providers.pivot.chat_completion import answer_from_openai, openai_to_anthropic_message
+from routing.providers.pivot.chat_completion import answer_from_openai
 from routing.providers.streaming.decoding import OpenAIChunkDecoder
-from routing.providers.streaming.encoding import AnthropicEventEncoder
 from routing.providers.streaming.translators import OpenAIPassThrough, StreamTranslator, TranslatingStream
 
 

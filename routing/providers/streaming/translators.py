@@ -28,12 +28,13 @@ from functools import lru_cache
 from typing import Protocol
 
 from routing.core.answer import Answer, Usage
+from routing.providers.anthropic.inbound_stream import AnthropicEventEncoder
 from routing.providers.anthropic.upstream_stream import AnthropicEventDecoder
 from routing.providers.errors import Inbound
 from routing.providers.streaming.accumulator import ChunkAccumulator
 from routing.providers.streaming.content_shape import ContentShape
 from routing.providers.streaming.decoding import ChunkDecoder, OpenAIChunkDecoder, StreamFailure
-from routing.providers.streaming.encoding import AnthropicEventEncoder, OpenAIFrameEncoder, stream_error_frames
+from routing.providers.streaming.encoding import OpenAIFrameEncoder, stream_error_frames
 from routing.providers.streaming.sse import DONE_FRAME, SSEEvent, SSEParser
 
 # The value of a "model" member. A "model" inside a JSON string has escaped quotes, so the first
