@@ -35,6 +35,7 @@ from routing.providers.common.shape import (
 from routing.providers.common.thinking_ids import base_id, split_id
 from routing.providers.common.thinking_turns import thinking_requested, thinking_turned_off
 from routing.providers.errors import CapabilityError, RequestShapeError
+from routing.providers.pivot.messages import chat_messages, merge_turn
 
 DEFAULT_MAX_TOKENS = 4096
 JSON_OBJECT_INSTRUCTION = "Respond with a single valid JSON object only: no prose, no code fences."
@@ -112,35 +113,18 @@ def _messages(messages: list[Any], *, keep_thinking: bool) -> tuple[list[dict[st
     """The system blocks and the alternating user/assistant turns (with their thinking when ``keep_thinking``)."""
     system: list[dict[str, Any]] = []
     out: list[dict[str, Any]] = []
-    for i, message in enumerate(messages):
-        path = f"messages[{i}]"
-        message = as_dict(message, path)
-        role = message.get("role")
-        if role in ("system", "developer"):
+    for role, message, path in chat_messages(messages):
+        if role == "system":
             text = text_of(message.get("content"), f"{path}.content")
             if text:
                 system.append({"type": "text", "text": text})
         elif role == "user":
-            _append(out, "user", _user_blocks(message.get("content"), f"{path}.content"))
+            merge_turn(out, "user", _user_blocks(message.get("content"), f"{path}.content"))
         elif role == "assistant":
-            _append(out, "assistant", _assistant_blocks(message, path, keep_thinking=keep_thinking))
-        elif role == "tool":
-            _append(out, "user", [_tool_result(message, path)])
-        elif role == "function":
-            raise RequestShapeError("legacy function messages are not supported: use tools", f"{path}.role")
+            merge_turn(out, "assistant", _assistant_blocks(message, path, keep_thinking=keep_thinking))
         else:
-            raise RequestShapeError(f"unknown role '{role}'", f"{path}.role")
+            merge_turn(out, "user", [_tool_result(message, path)])
     return system, out
-
-
-def _append(out: list[dict[str, Any]], role: str, blocks: list[dict[str, Any]]) -> None:
-    """Consecutive turns of one role become one turn: tool results of parallel calls share a user turn."""
-    if not blocks:
-        return
-    if out and out[-1]["role"] == role:
-        out[-1]["content"].extend(blocks)
-    else:
-        out.append({"role": role, "content": blocks})
 
 
 def _user_blocks(content: Any, path: str) -> list[dict[str, Any]]:

@@ -54,6 +54,7 @@ from routing.providers.common.shape import (
 from routing.providers.common.thinking_ids import base_id, split_id
 from routing.providers.common.thinking_turns import thinking_requested, thinking_turned_off
 from routing.providers.errors import CapabilityError, RequestShapeError
+from routing.providers.pivot.messages import chat_messages, merge_turn
 
 _TARGET = "Bedrock Converse"
 # The forced tool that carries a JSON-schema answer; a client tool may not take its name.
@@ -140,39 +141,22 @@ def _conversation(messages: list[Any], *, keep_thinking: bool) -> tuple[list[str
     turns: list[dict[str, Any]] = []
     used_tools: set[str] = set()
     document_names: set[str] = set()  # Converse wants each document of a conversation named apart
-    for i, message in enumerate(messages):
-        path = f"messages[{i}]"
-        message = as_dict(message, path)
-        role = message.get("role")
-        if role in ("system", "developer"):
+    for role, message, path in chat_messages(messages):
+        if role == "system":
             text = text_of(message.get("content"), f"{path}.content")
             if text:
                 system.append(text)
         elif role == "user":
-            _append(turns, "user", _user_blocks(message.get("content"), f"{path}.content", document_names))
+            merge_turn(turns, "user", _user_blocks(message.get("content"), f"{path}.content", document_names))
         elif role == "assistant":
-            _append(turns, "assistant", _assistant_blocks(message, path, used_tools, keep_thinking=keep_thinking))
-        elif role == "tool":
-            _append(turns, "user", [{"toolResult": {
+            merge_turn(turns, "assistant", _assistant_blocks(message, path, used_tools, keep_thinking=keep_thinking))
+        else:
+            merge_turn(turns, "user", [{"toolResult": {
                 "toolUseId": base_id(as_str(message.get("tool_call_id"), f"{path}.tool_call_id")),
                 # No "status": Converse takes it from Anthropic's models only, and "success" is the default.
                 "content": [{"text": text_of(message.get("content"), f"{path}.content")}],
             }}])
-        elif role == "function":
-            raise RequestShapeError("legacy function messages are not supported: use tools", f"{path}.role")
-        else:
-            raise RequestShapeError(f"unknown role '{role}'", f"{path}.role")
     return system, turns, used_tools
-
-
-def _append(turns: list[dict[str, Any]], role: str, blocks: list[dict[str, Any]]) -> None:
-    """Consecutive turns of one role become one: Converse requires user and assistant to alternate."""
-    if not blocks:
-        return
-    if turns and turns[-1]["role"] == role:
-        turns[-1]["content"].extend(blocks)
-    else:
-        turns.append({"role": role, "content": blocks})
 
 
 def _user_blocks(content: Any, path: str, names: set[str]) -> list[dict[str, Any]]:

@@ -29,6 +29,7 @@ from routing.providers.common.shape import (
     text_of,
 )
 from routing.providers.errors import CapabilityError, RequestShapeError
+from routing.providers.pivot.messages import chat_messages
 
 _TARGET = "Cohere"
 _NUMBERS = (
@@ -96,26 +97,19 @@ def openai_to_cohere(body: Mapping[str, Any], *, model: ModelSpec, stream: bool)
 
 def _messages(messages: list[Any]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    for i, message in enumerate(messages):
-        path = f"messages[{i}]"
-        message = as_dict(message, path)
-        role = message.get("role")
-        if role in ("system", "developer"):
+    for role, message, path in chat_messages(messages):
+        if role == "system":
             out.append({"role": "system", "content": text_of(message.get("content"), f"{path}.content")})
         elif role == "user":
             out.append({"role": "user", "content": _user_content(message.get("content"), f"{path}.content")})
         elif role == "assistant":
             out.append(_assistant(message, path))
-        elif role == "tool":
+        else:
             out.append({
                 "role": "tool",
                 "tool_call_id": as_str(message.get("tool_call_id"), f"{path}.tool_call_id"),
                 "content": text_of(message.get("content"), f"{path}.content"),
             })
-        elif role == "function":
-            raise RequestShapeError("legacy function messages are not supported: use tools", f"{path}.role")
-        else:
-            raise RequestShapeError(f"unknown role '{role}'", f"{path}.role")
     return out
 
 

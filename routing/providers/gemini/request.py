@@ -30,6 +30,7 @@ from routing.providers.common.shape import (
 )
 from routing.providers.common.tool_call_ids import SKIP_SIGNATURE, signature_from_id
 from routing.providers.errors import CapabilityError, RequestShapeError
+from routing.providers.pivot.messages import chat_messages, merge_turn
 
 _TARGET = "Gemini"
 _GENERATION_KEYS = (
@@ -110,35 +111,18 @@ def _contents(messages: list[Any]) -> tuple[list[str], list[dict[str, Any]]]:
     system: list[str] = []
     contents: list[dict[str, Any]] = []
     function_names: dict[str, str] = {}  # tool call id -> function name: functionResponse needs the name
-    for i, message in enumerate(messages):
-        path = f"messages[{i}]"
-        message = as_dict(message, path)
-        role = message.get("role")
-        if role in ("system", "developer"):
+    for role, message, path in chat_messages(messages):
+        if role == "system":
             text = text_of(message.get("content"), f"{path}.content")
             if text:
                 system.append(text)
         elif role == "user":
-            _append(contents, "user", _user_parts(message.get("content"), f"{path}.content"))
+            merge_turn(contents, "user", _user_parts(message.get("content"), f"{path}.content"), key="parts")
         elif role == "assistant":
-            _append(contents, "model", _model_parts(message, path, function_names))
-        elif role == "tool":
-            _append(contents, "user", [_function_response(message, path, function_names)])
-        elif role == "function":
-            raise RequestShapeError("legacy function messages are not supported: use tools", f"{path}.role")
+            merge_turn(contents, "model", _model_parts(message, path, function_names), key="parts")
         else:
-            raise RequestShapeError(f"unknown role '{role}'", f"{path}.role")
+            merge_turn(contents, "user", [_function_response(message, path, function_names)], key="parts")
     return system, contents
-
-
-def _append(contents: list[dict[str, Any]], role: str, parts: list[dict[str, Any]]) -> None:
-    """Consecutive turns of one role become one: the responses to parallel calls must share a turn."""
-    if not parts:
-        return
-    if contents and contents[-1]["role"] == role:
-        contents[-1]["parts"].extend(parts)
-    else:
-        contents.append({"role": role, "parts": parts})
 
 
 def _user_parts(content: Any, path: str) -> list[dict[str, Any]]:
