@@ -404,6 +404,9 @@ PROVIDER_KEY_ENV_RESERVED_PREFIXES = (
     "DJANGO_", "GOMODEL_", "PRO_", "AUDIT_", "CELERY_", "DATABASE_", "REDIS_", "POSTGRES", "PG", "AMQP_", "RABBITMQ_",
 )
 PROVIDER_KEY_ENV_RESERVED_SUFFIXES = ("_SECRET_KEY", "_SECRET_ACCESS_KEY", "_CLIENT_SECRET", "_PASSWORD")
+# The one reader of a provider key's variable (provider_secret above), handed to the apps as a setting: they read
+# django.conf.settings and never import this module (tests/test_layers.py), whichever settings module is in use.
+PROVIDER_KEY_READER = provider_secret
 
 # How often each worker process checks whether the routing configuration changed (hot reload).
 GOMODEL_CONFIG_POLL_SECONDS = env_float("GOMODEL_CONFIG_POLL_SECONDS", 1.0, minimum=0.05, maximum=60)

@@ -27,8 +27,8 @@ from routing.core.limits import BUDGET_PERIODS
 from routing.core.policies import POLICY_STRATEGIES
 from routing.core.probes import mode_problem
 from routing.core.table import CAPABILITIES, ENDPOINTS, PROVIDER_KINDS, STRATEGIES
-from routing.providers.anthropic_adapter import beta_names_problem
-from routing.providers.openai_presets import PRESETS
+from routing.providers.anthropic.adapter import beta_names_problem
+from routing.providers.openai.presets import PRESETS
 from routing.schema.engine import schema_problems
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,199}$")

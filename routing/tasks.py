@@ -11,7 +11,7 @@ from celery import Task, shared_task
 from routing.clients.responses_store import purge_expired
 from routing.clients.retention import purge_expired_executions as purge_executions
 from routing.clients.retention import purge_expired_operations as purge_operations
-from routing.ops.budget_alerts import deliver_step
+from routing.ops.budget_alert_delivery import deliver_step
 
 log = logging.getLogger("gomodel.responses")
 retention_log = logging.getLogger("gomodel.retention")
@@ -49,7 +49,7 @@ def purge_expired_executions() -> int:
 
 @shared_task(bind=True, name="routing.tasks.deliver_budget_alert", ignore_result=True)
 def deliver_budget_alert(self: Task, job: dict[str, Any]) -> None:
-    """Record one budget alert and post it to its webhook (``routing.ops.budget_alerts.deliver_step``); a failed
+    """Record one budget alert and post it to its webhook (``routing.ops.budget_alert_delivery.deliver_step``); a failed
     post is tried again after the backoff, up to GOMODEL_BUDGET_ALERT_RETRIES times. A redelivered message is
     harmless: the alert's audit row says whether it was delivered already."""
     delay = deliver_step(job, self.request.retries)

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from gomodel_site.settings import provider_secret
 from routing.core.key_references import ReferencePolicy, reference_variable
 
 
@@ -51,7 +50,7 @@ def look_up(reference: str) -> KeyLookup:
     if refusal is not None:
         return KeyLookup(problem=refusal)
     try:
-        value = provider_secret(variable)
+        value = settings.PROVIDER_KEY_READER(variable)
     except ImproperlyConfigured as exc:
         return KeyLookup(problem=str(exc))
     if value is None:

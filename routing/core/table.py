@@ -18,7 +18,7 @@ from routing.core.names import AliasedModels, model_aliases
 from routing.core.policies import PolicySpec
 
 CAPABILITIES = ("text", "image", "audio", "file", "tools", "json_schema", "reasoning")
-# OpenAI-compatible hosts with their own default URL and rules (routing.providers.openai_presets).
+# OpenAI-compatible hosts with their own default URL and rules (routing.providers.openai.presets).
 OPENAI_PRESET_KINDS = (
     "mistral", "groq", "deepseek", "together", "fireworks", "openrouter", "ollama", "vllm", "lmstudio",
 )

@@ -27,7 +27,7 @@ from routing.core.validate import ValidationRules, Verdict, validate_answer
 from routing.providers import MalformedResponse, StreamTranslator, get_adapter
 from routing.providers.embeddings import build_embeddings_request, parse_embeddings_response
 from routing.providers.errors import Inbound
-from routing.providers.responses_calls import (
+from routing.providers.responses_api.calls import (
     ResponsesCall,
     build_responses_request,
     parse_responses_answer,

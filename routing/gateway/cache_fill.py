@@ -1,5 +1,5 @@
 """Keeping an accepted answer in the response cache: a JSON answer from its body, a relayed stream from the frames
-its client was sent once it ended well (assembled into the JSON body: routing.providers.cached_streams).
+its client was sent once it ended well (assembled into the JSON body: routing.providers.streaming.cached_answers).
 
 Only an answer that passed validation, with no error, and complete is kept: every choice ended naturally or with
 tool calls; one cut at ``max_tokens`` only where the request's workload contract accepts truncated answers; never
@@ -15,7 +15,7 @@ from routing.core.cache import storable_finish
 from routing.gateway.cache_store import encode_entry, protocol_of, store, vectors
 from routing.gateway.records import Call, Journey, usage_dict
 from routing.ops import metrics
-from routing.providers.cached_streams import assemble_body
+from routing.providers.streaming.cached_answers import assemble_body
 
 _ANTHROPIC_STOPS = frozenset({"end_turn", "stop_sequence", "tool_use"})
 

@@ -34,8 +34,8 @@ from routing.gateway.resolve import admit
 from routing.gateway.responses import finish
 from routing.gateway.state import state
 from routing.providers import MalformedResponse, get_adapter
-from routing.providers.anthropic_adapter import dropped_betas_header
-from routing.providers.count_tokens import COUNTING_KINDS, build_count_tokens_request, parse_count_tokens
+from routing.providers.anthropic.adapter import dropped_betas_header
+from routing.providers.anthropic.count_tokens import COUNTING_KINDS, build_count_tokens_request, parse_count_tokens
 
 COUNT_SOURCE_HEADER = "X-GoModel-Token-Count"  # "provider" or "estimate"
 MAX_ERROR_BODY_BYTES = 64 * 1024

@@ -26,7 +26,7 @@ from routing.core.selector import Selection
 from routing.core.sessions import SessionId, detect_session
 from routing.core.table import KeySpec, ModelSpec, RoutingTable
 from routing.providers.errors import Inbound
-from routing.providers.responses_calls import ResponsesCall
+from routing.providers.responses_api.calls import ResponsesCall
 
 
 @dataclass
@@ -296,7 +296,7 @@ class AttemptRecord:
     error_message: str | None = None
     usage_estimated: bool = False  # the provider's usage never arrived whole: the gateway estimated it
     # "off": thinking was asked for but sent off, the final tool turn having lost Claude's signed thinking
-    # (routing.providers.thinking_turns); "" otherwise.
+    # (routing.providers.common.thinking_turns); "" otherwise.
     thinking: str = ""
 
     def as_event(self) -> dict[str, Any]:

@@ -2,11 +2,11 @@
 
 A request for a name with a ``caches`` entry (routing.core.cache) is looked up once its key's limits and access to
 the model are admitted, before any routing decision. A hit is answered from the entry (JSON, or replayed as a
-stream in the client's protocol: routing.providers.cached_streams) without a provider call: it costs nothing and
-charges no tokens (the request still counts toward the key's requests), and its audit revision names the request
-that filled the entry. A miss is routed as usual and its answer kept if it qualifies (routing.gateway.cache_fill).
-No database is read here; the store is this process's memory, or Redis with ``REDIS_URL``
-(routing/clients/response_cache_store.py), whose outage makes every lookup a miss.
+stream in the client's protocol: routing.providers.streaming.cached_answers) without a provider call: it costs
+nothing and charges no tokens (the request still counts toward the key's requests), and its audit revision names
+the request that filled the entry. A miss is routed as usual and its answer kept if it qualifies
+(routing.gateway.cache_fill). No database is read here; the store is this process's memory, or Redis with
+``REDIS_URL`` (routing/clients/response_cache_store.py), whose outage makes every lookup a miss.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ from routing.gateway.records import CacheDecision, Call, Journey
 from routing.gateway.responses import RelayStream, finish
 from routing.ops import metrics
 from routing.providers import client_wants_usage
-from routing.providers.cached_streams import replay_frames
-from routing.providers.responses_ids import item_id
+from routing.providers.responses_api.ids import item_id
+from routing.providers.streaming.cached_answers import replay_frames
 
 _ITEM_PREFIXES = {"message": "msg", "function_call": "fc", "reasoning": "rs"}
 

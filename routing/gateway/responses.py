@@ -31,7 +31,7 @@ from routing.gateway.records import AttemptRecord, Call, Journey
 from routing.gateway.state import state
 from routing.ops import metrics
 from routing.providers import MalformedResponse
-from routing.providers.anthropic_adapter import dropped_betas_header
+from routing.providers.anthropic.adapter import dropped_betas_header
 from routing.schema.engine import validate_instance
 
 MAX_REPLAY_BYTES = 1024 * 1024  # a streamed answer larger than this is not kept for idempotent repeats

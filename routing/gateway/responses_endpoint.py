@@ -21,9 +21,9 @@ from routing.gateway.gateway_error import GatewayError
 from routing.gateway.records import Call
 from routing.gateway.stored_responses import conversation_before, issue_response_id, resolve_references
 from routing.providers.errors import TranslationError
-from routing.providers.responses_calls import ResponsesCall
-from routing.providers.responses_request import ResponsesRequest, is_reference, parse_responses_request
-from routing.providers.responses_to_chat import responses_to_chat
+from routing.providers.responses_api.calls import ResponsesCall
+from routing.providers.responses_api.inbound_request import ResponsesRequest, is_reference, parse_responses_request
+from routing.providers.responses_api.request_to_chat import responses_to_chat
 
 
 async def responses_call(body: dict[str, Any], *, request_id: str, key: KeySpec | None, table: RoutingTable,

@@ -2,7 +2,7 @@
 one, resolve references, keep a new answer.
 
 The store is routing/clients/responses_store.py. A response id carries a MAC over its creation time, whether it
-was to be stored and the gateway key it was made for (routing/providers/responses_ids.py, keyed from the Django
+was to be stored and the gateway key it was made for (routing/providers/responses_api/ids.py, keyed from the Django
 SECRET_KEY), so the id alone answers most follow-ups that cannot succeed: an id the gateway never made, another
 key's, one of a response not stored (``store: false``) or older than the retention is refused without touching the
 database. Every such refusal, and an id unknown or expired in the database, is the same 400 naming
@@ -38,8 +38,13 @@ from django.conf import settings
 from routing.clients import responses_store
 from routing.gateway.gateway_error import GatewayError
 from routing.gateway.records import Call, Journey
-from routing.providers.responses_ids import new_response_id, read_response_id, response_id_key, response_id_of_item
-from routing.providers.responses_request import ResponsesRequest, answer_items, is_reference, output_positions
+from routing.providers.responses_api.ids import new_response_id, read_response_id, response_id_key, response_id_of_item
+from routing.providers.responses_api.inbound_request import (
+    ResponsesRequest,
+    answer_items,
+    is_reference,
+    output_positions,
+)
 
 FRESH_S = 600.0  # an id made this recently may name a row still being written (a long stream stores at its end)
 WAIT_S = 1.5  # how long a follow-up looks for such a row written by another process

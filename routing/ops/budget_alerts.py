@@ -9,10 +9,7 @@ nothing there waits. A daemon thread takes it from there:
 - without a broker it delivers itself, one ``deliver_step`` per attempt, and schedules the next attempt after the
   backoff without sleeping past another alert that is due.
 
-``deliver_step`` is one attempt, the same in the worker and in the thread: it records the alert in the audit
-trail first (``audit.alerts``: one row per scope, period and threshold, so a threshold claimed twice, by a
-restarted process or one that counted alone, is posted once), finds the webhook (the team's ``alert_webhook_url``,
-else ``GOMODEL_BUDGET_ALERT_WEBHOOK_URL``), posts it signed, and says when to try again.
+One attempt is ``routing.ops.budget_alert_delivery.deliver_step``, the same in the worker and in the thread.
 """
 
 from __future__ import annotations
@@ -25,77 +22,23 @@ import queue
 import threading
 import time
 import uuid
-from typing import Any
 
 from django.conf import settings
-from django.db import DatabaseError, connections
+from django.db import connections
 
-from audit.alerts import budget_alert_attempted, budget_alert_record, budget_alert_refused
-from audit.models import BudgetAlert
 from audit.publisher import publish_timeout_seconds
-from routing import models as m
-from routing.clients.alert_webhook import post_alert
-from routing.config.webhook_url import webhook_origin
-from routing.core.budget_alerts import BudgetCrossing, alert_document, encode_body, retry_delay, retryable
+from routing.core.budget_alerts import BudgetCrossing, alert_document
 from routing.ops import metrics
+from routing.ops.budget_alert_delivery import Job, deliver_step
+from routing.tasks import deliver_budget_alert
 
 logger = logging.getLogger("gomodel.alerts")
 
 MAX_QUEUED = 10_000  # alerts waiting for the thread at most (3 thresholds per key and team per period)
-Job = dict[str, Any]  # {"alert": the document, "scope_ident": "key:<id>" | "team:<name>"}
 
 
 def job_of(crossing: BudgetCrossing) -> Job:
     return {"alert": alert_document(crossing, str(uuid.uuid4())), "scope_ident": crossing.scope.ident}
-
-
-def webhook_url_for(team: str) -> str:
-    """The team's own webhook, else the global one; empty when neither is set."""
-    if team:
-        own = m.Team.objects.filter(name=team).values_list("alert_webhook_url", flat=True).first()
-        if own:
-            return str(own)
-    return str(settings.GOMODEL_BUDGET_ALERT_WEBHOOK_URL)
-
-
-def deliver_step(job: Job, attempt: int) -> float | None:
-    """Attempt ``attempt`` (0 first) at delivering one alert; the seconds to wait before the next, or None when
-    it is done (delivered, refused for good, out of attempts, or not this alert's to post)."""
-    alert = job["alert"]
-    final = attempt >= settings.GOMODEL_BUDGET_ALERT_RETRIES
-    try:
-        url = webhook_url_for(alert["scope"].get("team") or "")
-        row, owner = budget_alert_record(document=alert, scope_ident=job["scope_ident"],
-                                         webhook=webhook_origin(url) if url else "")
-    except DatabaseError as exc:
-        # Recorded before it is posted, or a second claim could post it twice: the database is waited for.
-        if final:
-            logger.error("budget alert %s dropped: the audit database did not take it (%s)", alert["id"], exc)
-            return None
-        return retry_delay(attempt + 1, settings.GOMODEL_BUDGET_ALERT_RETRY_BASE)
-    if not owner or row.delivery in (BudgetAlert.DELIVERED, BudgetAlert.FAILED, BudgetAlert.NO_WEBHOOK):
-        if not owner:
-            logger.info("budget alert: %s %r's %s%% of its %s budget was already alerted", alert["scope"]["kind"],
-                        alert["scope"]["name"], alert["threshold_percent"], alert["period"])
-        return None
-    secret = settings.GOMODEL_BUDGET_ALERT_SECRET
-    if not secret:
-        reason = "GOMODEL_BUDGET_ALERT_SECRET is not set: alerts are never posted unsigned"
-        logger.warning("budget alert %s not posted to %s: %s", alert["id"], row.webhook, reason)
-        budget_alert_refused(alert_id=alert["id"], error=reason)
-        return None
-    result = post_alert(url, encode_body(alert), secret=secret, alert_id=alert["id"], now=time.time(),
-                        timeout_s=settings.GOMODEL_BUDGET_ALERT_TIMEOUT)
-    again = not result.delivered and retryable(result.status) and not final
-    budget_alert_attempted(alert_id=alert["id"], status=result.status, error=result.error, final=not again)
-    if result.delivered:
-        logger.info("budget alert %s delivered to %s", alert["id"], row.webhook)
-        return None
-    if not again:
-        logger.warning("budget alert %s not delivered to %s after %d attempts: %s", alert["id"], row.webhook,
-                       attempt + 1, result.error)
-        return None
-    return retry_delay(attempt + 1, settings.GOMODEL_BUDGET_ALERT_RETRY_BASE)
 
 
 class BudgetAlerts:
@@ -166,8 +109,6 @@ class BudgetAlerts:
 
     def _publish(self, job: Job) -> bool:
         """Hand the alert to the Celery worker; False when the broker did not take it in time."""
-        from routing.tasks import deliver_budget_alert  # the tasks module imports this one
-
         executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="budget-alerts-broker")
         future = executor.submit(deliver_budget_alert.apply_async, args=[job], retry=False)
         try:

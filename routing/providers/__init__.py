@@ -22,7 +22,7 @@ Public API::
     adapter.stream_translator(*, inbound, public_model: str, client_wants_usage: bool,
                               created: int | None = None) -> StreamTranslator
         # .feed(bytes) -> list[bytes]; .finish() -> list[bytes]; .complete; .failure; .usage; .answer;
-        # .error_frames(error_type, message) -> list[bytes]   (see routing.providers.streams)
+        # .error_frames(error_type, message) -> list[bytes]   (see routing.providers.streaming.translators)
 
     client_wants_usage(inbound, body) -> bool          # pass to stream_translator
     required_capabilities(inbound, body) -> {capability: json_path}   # to filter candidates early
@@ -32,16 +32,22 @@ Public API::
 Same shape in and out (OpenAI client to an OpenAI-format provider, Anthropic client to Anthropic) is a
 pass-through; every other pair is translated through the OpenAI chat format. docs/providers.md has the
 translation table.
+
+Layout: one package per wire format (``openai``, ``anthropic``, ``gemini``, ``cohere``, ``bedrock``, ``vertex``,
+``responses_api``), each with its ``adapter`` and the ``request``, ``response``, ``stream`` and ``embeddings`` of
+that format (Anthropic, which is also a client protocol, names both sides: ``upstream_*`` and ``inbound_*``);
+under them ``common`` (body reads, usage, ids, vectors), ``streaming`` (SSE, decoding, encoding, accumulation)
+and ``pivot`` (the OpenAI chat completion every translation goes through). ``embeddings`` and ``probes`` here
+pick the format's module by provider kind.
 """
 
 from __future__ import annotations
 
-from routing.providers.anthropic_adapter import AnthropicAdapter
-from routing.providers.azure_adapter import AzureOpenAIAdapter
+from routing.providers.anthropic.adapter import AnthropicAdapter
 from routing.providers.base import Adapter, ParsedResponse, UpstreamError, UpstreamRequest, client_wants_usage
-from routing.providers.bedrock_adapter import BedrockAdapter
+from routing.providers.bedrock.adapter import BedrockAdapter
 from routing.providers.capabilities import check_capabilities, required_capabilities
-from routing.providers.cohere_adapter import CohereAdapter
+from routing.providers.cohere.adapter import CohereAdapter
 from routing.providers.errors import (
     CapabilityError,
     Inbound,
@@ -53,13 +59,14 @@ from routing.providers.errors import (
     error_type_for_status,
     translation_error_body,
 )
-from routing.providers.gemini_adapter import GeminiAdapter
-from routing.providers.openai_adapter import OpenAIAdapter
-from routing.providers.openai_preset_adapter import OpenAIPresetAdapter
-from routing.providers.openai_presets import PRESETS
-from routing.providers.stream_decoding import StreamFailure
-from routing.providers.streams import StreamTranslator
-from routing.providers.vertex_adapter import VertexAnthropicAdapter, VertexGeminiAdapter
+from routing.providers.gemini.adapter import GeminiAdapter
+from routing.providers.openai.adapter import OpenAIAdapter
+from routing.providers.openai.azure_adapter import AzureOpenAIAdapter
+from routing.providers.openai.preset_adapter import OpenAIPresetAdapter
+from routing.providers.openai.presets import PRESETS
+from routing.providers.streaming.decoding import StreamFailure
+from routing.providers.streaming.translators import StreamTranslator
+from routing.providers.vertex.adapter import VertexAnthropicAdapter, VertexGeminiAdapter
 
 _ADAPTERS: dict[str, Adapter] = {
     adapter.kind: adapter

@@ -12,7 +12,7 @@ from routing.core.answer import Answer, Usage
 from routing.core.table import ModelSpec, ProviderSpec
 from routing.providers.capabilities import check_capabilities, required_capabilities
 from routing.providers.errors import Inbound, MalformedResponse
-from routing.providers.streams import StreamTranslator
+from routing.providers.streaming.translators import StreamTranslator
 
 _SECRET_HEADERS = frozenset({"authorization", "api-key", "x-api-key", "x-goog-api-key", "x-amz-security-token"})
 _CONTEXT_OVERFLOW_HINTS = (

@@ -31,7 +31,7 @@ from routing.core.table import ModelSpec, ProviderSpec
 from routing.providers import get_adapter
 from routing.providers.base import UpstreamRequest, join_url, load_json_body
 from routing.providers.errors import MalformedResponse
-from routing.providers.openai_presets import PRESETS
+from routing.providers.openai.presets import PRESETS
 
 PROBE_PROMPT = "ping"
 

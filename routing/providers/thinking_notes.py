@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from routing.providers.bedrock.request import is_anthropic_model
+from routing.providers.common.thinking_turns import thinking_turned_off
 from routing.providers.errors import Inbound
-from routing.providers.openai_to_bedrock import is_anthropic_model
-from routing.providers.thinking_turns import thinking_turned_off
 
 _CLAUDE_KINDS = frozenset({"anthropic", "vertex_anthropic"})
 

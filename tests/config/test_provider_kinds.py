@@ -13,7 +13,7 @@ from routing.config.file.apply import apply_config
 from routing.config.runtime import compile_table
 from routing.core.table import PROVIDER_KINDS
 from routing.providers import get_adapter
-from routing.providers.openai_presets import PRESETS
+from routing.providers.openai.presets import PRESETS
 
 pytestmark = pytest.mark.django_db
 

@@ -24,7 +24,7 @@ from routing.core.table import KeySpec, RoutingTable
 from routing.gateway import stored_responses
 from routing.gateway.stored_responses import issue_response_id
 from routing.models import StoredResponse, StoredResponseItem, hash_secret
-from routing.providers.responses_ids import item_id, response_id_of_item
+from routing.providers.responses_api.ids import item_id, response_id_of_item
 from routing.simulator import SimulatorServer
 from tests import unreachable_database
 from tests.clients.statements import statements_on

@@ -22,7 +22,8 @@ from routing import models as m
 from routing.clients.limit_store import ProcessLimitStore
 from routing.core.budget_alerts import BudgetCrossing
 from routing.core.limits import NANOS_PER_USD, Limits, LimitScope
-from routing.ops.budget_alerts import BudgetAlerts, deliver_step, job_of
+from routing.ops.budget_alert_delivery import deliver_step
+from routing.ops.budget_alerts import BudgetAlerts, job_of
 from routing.tasks import deliver_budget_alert
 from tests.ops.webhook_receiver import Receiver, webhook_receiver
 

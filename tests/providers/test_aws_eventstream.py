@@ -10,7 +10,7 @@ import zlib
 import pytest
 
 from routing.providers import MalformedResponse
-from routing.providers.aws_eventstream import EventStreamParser, decode_frame, encode_frame
+from routing.providers.bedrock.eventstream import EventStreamParser, decode_frame, encode_frame
 
 EVENT_HEADERS = {":event-type": "contentBlockDelta", ":content-type": "application/json", ":message-type": "event"}
 

@@ -14,10 +14,10 @@ from routing.core.error_classifier import classify_http_error
 from routing.core.outcome import ErrorClass
 from routing.core.table import CAPABILITIES, ModelSpec, ProviderSpec
 from routing.providers import CapabilityError, MalformedResponse, RequestShapeError, get_adapter
-from routing.providers.aws_eventstream import encode_frame
+from routing.providers.bedrock.eventstream import encode_frame
+from routing.providers.bedrock.request import JSON_TOOL
+from routing.providers.common.thinking_ids import ThinkingBlock, id_with_thinking
 from routing.providers.embeddings import build_embeddings_request, parse_embeddings_response
-from routing.providers.openai_to_bedrock import JSON_TOOL
-from routing.providers.thinking_ids import ThinkingBlock, id_with_thinking
 from tests.providers.support import anthropic_frames, feed_split, openai_frames, split_strategies
 
 PROVIDER = ProviderSpec(name="br", kind="bedrock", base_url="https://bedrock-runtime.us-east-1.amazonaws.com",

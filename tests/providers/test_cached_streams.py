@@ -12,7 +12,7 @@ import httpx2
 import openai
 import pytest
 
-from routing.providers.cached_streams import assemble_body, replay_frames
+from routing.providers.streaming.cached_answers import assemble_body, replay_frames
 
 CHAT = {
     "id": "chatcmpl-1", "object": "chat.completion", "created": 1_700_000_000, "model": "normal",

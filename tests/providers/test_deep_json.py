@@ -13,8 +13,8 @@ from routing.core.validate import ValidationRules, validate_answer
 from routing.providers import MalformedResponse, get_adapter
 from routing.providers.base import load_json_body
 from routing.providers.errors import RequestShapeError
-from routing.providers.sse import SSEEvent
-from routing.providers.stream_decoding import load_event_json
+from routing.providers.streaming.decoding import load_event_json
+from routing.providers.streaming.sse import SSEEvent
 from tests.providers.support import PROVIDERS, model
 
 DEEP = "[" * 200_000 + "]" * 200_000

@@ -13,7 +13,7 @@ import pytest
 from routing.core.embeddings import parse_embeddings_request
 from routing.core.table import ModelSpec, ProviderSpec
 from routing.providers import CapabilityError, MalformedResponse
-from routing.providers.count_tokens import build_count_tokens_request, parse_count_tokens
+from routing.providers.anthropic.count_tokens import build_count_tokens_request, parse_count_tokens
 from routing.providers.embeddings import build_embeddings_request, parse_embeddings_response, serves_embeddings
 
 OPENAI = ProviderSpec("o", "openai", "https://api.openai.com/v1")

@@ -8,7 +8,7 @@ import pytest
 
 from routing.core.table import CAPABILITIES, ModelSpec, ProviderSpec
 from routing.providers import CapabilityError, get_adapter
-from routing.providers.openai_presets import DROP, DROP_MESSAGE_FIELD, PRESETS, REFUSE, RENAME
+from routing.providers.openai.presets import DROP, DROP_MESSAGE_FIELD, PRESETS, REFUSE, RENAME
 
 BASE = {"model": "pub", "messages": [{"role": "user", "content": "Hi", "name": "ann"}]}
 

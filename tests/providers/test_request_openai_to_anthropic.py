@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from routing.providers import CapabilityError, RequestShapeError, TranslationError, get_adapter
-from routing.providers.openai_to_anthropic import JSON_OBJECT_INSTRUCTION
+from routing.providers.anthropic.upstream_request import JSON_OBJECT_INSTRUCTION
 from tests.providers.support import PROVIDERS, model
 
 USER = {"role": "user", "content": "hi"}

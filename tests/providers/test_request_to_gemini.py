@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from routing.providers import CapabilityError, RequestShapeError, TranslationError, get_adapter
-from routing.providers.gemini_ids import SKIP_SIGNATURE, new_tool_call_id
+from routing.providers.common.tool_call_ids import SKIP_SIGNATURE, new_tool_call_id
 from tests.providers.support import GEMINI_SIGNATURE, PROVIDERS, model
 
 USER = {"role": "user", "content": "hi"}

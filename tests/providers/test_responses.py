@@ -11,8 +11,8 @@ import pytest
 
 from routing.core.answer import Answer, ToolCall, Usage
 from routing.providers import MalformedResponse, get_adapter
-from routing.providers.gemini_ids import signature_from_id
-from routing.providers.thinking_ids import ThinkingBlock, id_with_thinking
+from routing.providers.common.thinking_ids import ThinkingBlock, id_with_thinking
+from routing.providers.common.tool_call_ids import signature_from_id
 from tests.providers.support import GEMINI_SIGNATURE
 
 CREATED = 1700000002

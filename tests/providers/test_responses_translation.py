@@ -16,22 +16,22 @@ import pytest
 from routing.core.features import extract_features
 from routing.core.table import ProviderSpec
 from routing.providers import CapabilityError, RequestShapeError, TranslationError, get_adapter
-from routing.providers.responses_calls import (
+from routing.providers.common.thinking_ids import split_payload
+from routing.providers.responses_api.calls import (
     ResponsesCall,
     build_responses_request,
     parse_responses_answer,
     responses_stream_translator,
 )
-from routing.providers.responses_ids import (
+from routing.providers.responses_api.ids import (
     item_id,
     new_response_id,
     read_response_id,
     response_id_key,
     response_id_of_item,
 )
-from routing.providers.responses_request import answer_items, parse_responses_request
-from routing.providers.responses_to_chat import responses_to_chat
-from routing.providers.thinking_ids import split_payload
+from routing.providers.responses_api.inbound_request import answer_items, parse_responses_request
+from routing.providers.responses_api.request_to_chat import responses_to_chat
 from tests.providers.support import (
     ANTHROPIC_STREAM,
     GEMINI_STREAM,

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from routing.providers.sse import SSEEvent, SSEParser, data_frame, event_frame
+from routing.providers.streaming.sse import SSEEvent, SSEParser, data_frame, event_frame
 
 STREAMS = {
     "lf": b'data: {"a":1}\n\nevent: named\ndata: {"b":2}\n\ndata: [DONE]\n\n',

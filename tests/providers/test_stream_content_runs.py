@@ -10,8 +10,8 @@ import pytest
 
 from routing.core.answer import Answer, ToolCall, Usage
 from routing.providers import MalformedResponse, StreamTranslator, get_adapter
-from routing.providers.sse import SSEParser
-from routing.providers.stream_content_shape import ContentShape
+from routing.providers.streaming.content_shape import ContentShape
+from routing.providers.streaming.sse import SSEParser
 from tests.providers.support import feed_split, split_strategies
 
 HEAD = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "up-model",

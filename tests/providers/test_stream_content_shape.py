@@ -9,10 +9,11 @@ import pytest
 
 from routing.core.answer import Answer, ToolCall, Usage
 from routing.providers import get_adapter
-from routing.providers.sse import SSEParser, event_frame
-from routing.providers.stream_content_shape import ContentShape
-from routing.providers.stream_decoding import OpenAIChunkDecoder
-from routing.providers.stream_encoding import AnthropicEventEncoder, OpenAIFrameEncoder
+from routing.providers.anthropic.inbound_stream import AnthropicEventEncoder
+from routing.providers.streaming.content_shape import ContentShape
+from routing.providers.streaming.decoding import OpenAIChunkDecoder
+from routing.providers.streaming.encoding import OpenAIFrameEncoder
+from routing.providers.streaming.sse import SSEParser, event_frame
 from tests.providers.support import feed_split, split_strategies
 
 HEAD = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "up-model",

@@ -13,7 +13,7 @@ import openai
 import pytest
 
 from routing.providers import get_adapter
-from routing.providers.ids import anthropic_tool_id
+from routing.providers.common.ids import anthropic_tool_id
 from tests.providers.support import (
     ANTHROPIC_STREAM,
     GEMINI_STREAM,
@@ -97,7 +97,7 @@ def test_the_anthropic_sdk_accumulates_the_stream_from_every_provider(kind: str)
     thinking = "".join(b.thinking for b in message.content if b.type == "thinking")
     tools = [(b.id, b.name, b.input) for b in message.content if b.type == "tool_use"]
     assert (texts, thinking) == (answer.text, answer.reasoning_text)
-    # The client's ids are in its own shape (toolu_), mapping back to the provider's (routing.providers.ids);
+    # The client's ids are in its own shape (toolu_), mapping back to the provider's (routing.providers.common.ids);
     # Anthropic's own pass through.
     shaped = (lambda i: i) if kind == "anthropic" else anthropic_tool_id
     assert tools == [(shaped(c.id), c.name, json.loads(c.arguments)) for c in answer.tool_calls]

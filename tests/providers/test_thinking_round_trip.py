@@ -9,15 +9,10 @@ import zlib
 from typing import Any
 
 from routing.providers import get_adapter
-from routing.providers.chat_to_responses import chat_completion_to_response
-from routing.providers.openai_responses import native_payload
-from routing.providers.openai_to_anthropic import openai_to_anthropic
-from routing.providers.openai_to_bedrock import openai_to_bedrock
-from routing.providers.responses_request import answer_items, parse_responses_request
-from routing.providers.responses_to_chat import responses_to_chat
-from routing.providers.sse import SSEEvent
-from routing.providers.stream_from_bedrock import BedrockEventDecoder
-from routing.providers.thinking_ids import (
+from routing.providers.anthropic.upstream_request import openai_to_anthropic
+from routing.providers.bedrock.request import openai_to_bedrock
+from routing.providers.bedrock.stream import BedrockEventDecoder
+from routing.providers.common.thinking_ids import (
     MARK,
     ThinkingBlock,
     decode_payload,
@@ -26,8 +21,13 @@ from routing.providers.thinking_ids import (
     split_id,
     split_payload,
 )
+from routing.providers.common.thinking_turns import thinking_turned_off
+from routing.providers.responses_api.inbound_request import answer_items, parse_responses_request
+from routing.providers.responses_api.request_to_chat import responses_to_chat
+from routing.providers.responses_api.response_from_chat import chat_completion_to_response
+from routing.providers.responses_api.upstream import native_payload
+from routing.providers.streaming.sse import SSEEvent
 from routing.providers.thinking_notes import thinking_off_for
-from routing.providers.thinking_turns import thinking_turned_off
 from tests.providers.support import PROVIDERS, model, sse
 
 SIGNED = ThinkingBlock("thinking", "The user wants the weather; I will call the tool.", "EqQBCgIYAhIk+/=")

@@ -10,8 +10,8 @@ import pytest
 
 from routing.core.table import ModelSpec
 from routing.providers import get_adapter
-from routing.providers.gemini_ids import new_tool_call_id
-from routing.providers.ids import anthropic_tool_id, openai_upstream_tool_id
+from routing.providers.common.ids import anthropic_tool_id, openai_upstream_tool_id
+from routing.providers.common.tool_call_ids import new_tool_call_id
 
 MODEL = ModelSpec(name="p/m", provider="p", upstream="m")
 UPSTREAM_IDS = [

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from routing.core.answer import Usage, cost_usd
-from routing.providers.usage import (
+from routing.providers.common.usage import (
     anthropic_usage,
     openai_usage,
     usage_from_anthropic,

@@ -14,7 +14,7 @@ from routing.core.error_classifier import classify_http_error
 from routing.core.outcome import ErrorClass
 from routing.core.table import ModelSpec, ProviderSpec
 from routing.providers import CapabilityError, MalformedResponse, get_adapter
-from routing.providers.count_tokens import build_count_tokens_request
+from routing.providers.anthropic.count_tokens import build_count_tokens_request
 from routing.providers.embeddings import build_embeddings_request, parse_embeddings_response, serves_embeddings
 from routing.providers.probes import completion_request, models_request
 from tests.providers.support import PROVIDERS, sse

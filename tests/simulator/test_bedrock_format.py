@@ -12,7 +12,7 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
-from routing.providers.aws_eventstream import EventStreamParser
+from routing.providers.bedrock.eventstream import EventStreamParser
 from routing.simulator import SimulatorServer
 from tests.simulator.wire_helpers import WEATHER_TOOL_SCHEMA
 

@@ -43,9 +43,9 @@ from routing.core.graph import check_virtual_graph
 from routing.core.names import alias_collisions
 from routing.core.probes import mode_problem
 from routing.core.table import CAPABILITIES, ENDPOINTS, PROVIDER_KINDS, STRATEGIES
-from routing.providers.anthropic_adapter import beta_names_problem
+from routing.providers.anthropic.adapter import beta_names_problem
 from routing.providers.embeddings import serves_embeddings
-from routing.providers.openai_presets import PRESETS
+from routing.providers.openai.presets import PRESETS
 
 
 def read_config_file(path: str) -> dict[str, Any]:
