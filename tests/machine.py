@@ -4,7 +4,8 @@ The README's test command must work on a fresh Debian machine, so the run instal
 skipping: Chromium for the browser tests (Playwright drives it; it never downloads a browser of its own),
 HAProxy for the deploy and cluster tests, wrk and Node.js for the benchmark harness's tests, npm for the
 compatibility suite's Node clients, and the servers of PostgreSQL, Redis and RabbitMQ that tests/services.py
-starts when they are not listening. A package already present is left alone; without root or apt-get the run fails with the command that would install it.
+starts when they are not listening. A package already present is left alone; without root or apt-get the run
+fails with the command that would install it.
 """
 
 from __future__ import annotations
