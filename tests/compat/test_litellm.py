@@ -41,15 +41,24 @@ TOOL: Any = {"type": "function", "function": {"name": TOOL_NAME, "description": 
 
 @pytest.fixture(scope="module", autouse=True)
 def litellm_leftovers() -> Iterator[None]:
-    """LiteLLM makes an event loop the thread's own and caches HTTP clients for the process's life, closing
-    neither; close them here, at the end of its tests, rather than see them reported against whichever test runs
-    when they are collected."""
+    """LiteLLM takes the thread's event loop (making one when the thread has none) and caches HTTP clients for the
+    process's life, closing neither. The thread gets a loop of this module's own for LiteLLM to take, closed here
+    with the cached clients at the end of its tests, rather than see them reported against whichever test runs
+    when they are collected (an earlier ``asyncio.run`` leaves the thread without a loop)."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
     yield
     litellm.in_memory_llm_clients_cache.flush_cache()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ResourceWarning)
         warnings.simplefilter("ignore", DeprecationWarning)  # asking for the thread's loop outside of one
-        asyncio.get_event_loop_policy().get_event_loop().close()  # the loop it made this thread's own
+        try:
+            current: asyncio.AbstractEventLoop | None = asyncio.get_event_loop_policy().get_event_loop()
+        except RuntimeError:  # the thread has no loop any more: only ours is left to close
+            current = None
+        for each in {loop, current} - {None}:
+            if each is not None and not each.is_running():
+                each.close()
         asyncio.set_event_loop(None)
         gc.collect()
 
