@@ -17,16 +17,13 @@ what any other issued, and a block whose text was changed is refused as Anthropi
 
 from __future__ import annotations
 
-import base64
-import binascii
-import hashlib
-import hmac
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from routing.simulator.wire.base import RequestError
+from routing.simulator.wire.signing import seal, sealed
 
 # Anthropic's documented test string: a request holding it is answered with a redacted_thinking block.
 REDACTED_TRIGGER = (
@@ -35,7 +32,6 @@ REDACTED_TRIGGER = (
 _KEY = b"gomodel-simulator-thinking-v1"
 _SIGNED = b"SIMT"
 _REDACTED = b"SIMR"
-_TOKEN_BYTES = 12
 _ID_PATTERN = re.compile(r"^[a-zA-Z0-9_-]+$")
 _THINKING_FIRST = (
     "messages.{index}.content.0.type: Expected `thinking` or `redacted_thinking`, but found `{found}`. When "
@@ -48,46 +44,21 @@ _THINKING_FIRST = (
 
 def sign_thinking(token: str, text: str) -> str:
     """The signature of a thinking block with ``text``, issued for the request ``token`` (24 hex characters)."""
-    nonce = bytes.fromhex(token)[:_TOKEN_BYTES]
-    mac = hmac.new(_KEY, _SIGNED + nonce + text.encode("utf-8"), hashlib.sha256).digest()
-    return base64.b64encode(_SIGNED + nonce + mac).decode("ascii")
+    return seal(_KEY, _SIGNED, token, text.encode("utf-8"))
 
 
 def redacted_data(token: str) -> str:
     """The opaque data of a redacted_thinking block issued for the request ``token``."""
-    nonce = bytes.fromhex(token)[:_TOKEN_BYTES]
-    mac = hmac.new(_KEY, _REDACTED + nonce, hashlib.sha256).digest()
-    return base64.b64encode(_REDACTED + nonce + mac).decode("ascii")
+    return seal(_KEY, _REDACTED, token)
 
 
 def signature_valid(signature: Any, text: Any) -> bool:
     """The signature was issued by ``sign_thinking`` for exactly ``text``."""
-    raw = _decoded(signature, _SIGNED)
-    if raw is None or not isinstance(text, str):
-        return False
-    nonce, mac = raw[: _TOKEN_BYTES], raw[_TOKEN_BYTES:]
-    expected = hmac.new(_KEY, _SIGNED + nonce + text.encode("utf-8"), hashlib.sha256).digest()
-    return hmac.compare_digest(mac, expected)
+    return isinstance(text, str) and sealed(_KEY, _SIGNED, signature, text.encode("utf-8"))
 
 
 def redacted_valid(data: Any) -> bool:
-    raw = _decoded(data, _REDACTED)
-    if raw is None:
-        return False
-    nonce, mac = raw[: _TOKEN_BYTES], raw[_TOKEN_BYTES:]
-    return hmac.compare_digest(mac, hmac.new(_KEY, _REDACTED + nonce, hashlib.sha256).digest())
-
-
-def _decoded(value: Any, prefix: bytes) -> bytes | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        raw = base64.b64decode(value, validate=True)
-    except (binascii.Error, ValueError):
-        return None
-    if not raw.startswith(prefix) or len(raw) != len(prefix) + _TOKEN_BYTES + hashlib.sha256().digest_size:
-        return None
-    return raw[len(prefix):]
+    return sealed(_KEY, _REDACTED, data)
 
 
 @dataclass

@@ -7,25 +7,21 @@ the function and the content's 1-based position. A signature it did not issue is
 documented sentinel ``skip_thought_signature_validator`` passes, as it does at Google. Earlier turns are not
 checked, as Gemini does not check them.
 
-Signatures are an HMAC of the function's name under a key fixed in the code, so every simulator process accepts
-what any other issued, and one moved to another function is refused.
+Signatures are sealed over the function's name (routing/simulator/wire/signing.py), so every simulator process
+accepts what any other issued, and one moved to another function is refused.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import hashlib
-import hmac
 from collections.abc import Mapping
 from typing import Any
 
 from routing.simulator.wire.base import RequestError
+from routing.simulator.wire.signing import seal, sealed
 
 SKIP_SIGNATURE = "skip_thought_signature_validator"
 _KEY = b"gomodel-simulator-gemini-thought-v1"
 _MARK = b"SIMG"
-_TOKEN_BYTES = 12
 _MISSING = (
     "Function call is missing a thought_signature in functionCall parts. This is required for tools to work "
     "correctly, and missing thought_signature may lead to degraded model performance. Additional data, function "
@@ -37,21 +33,7 @@ _CORRUPTED = "Corrupted thought signature."
 
 def sign_function_call(token: str, name: str) -> str:
     """The signature of a call of ``name`` issued for the request ``token`` (24 hex characters), standard base64."""
-    nonce = bytes.fromhex(token)[:_TOKEN_BYTES]
-    mac = hmac.new(_KEY, _MARK + nonce + name.encode("utf-8"), hashlib.sha256).digest()
-    return base64.b64encode(_MARK + nonce + mac).decode("ascii")
-
-
-def _issued(signature: str, name: str) -> bool:
-    try:
-        raw = base64.b64decode(signature, validate=True)
-    except (binascii.Error, ValueError):
-        return False
-    if len(raw) != len(_MARK) + _TOKEN_BYTES + hashlib.sha256().digest_size or not raw.startswith(_MARK):
-        return False
-    nonce = raw[len(_MARK) : len(_MARK) + _TOKEN_BYTES]
-    expected = hmac.new(_KEY, _MARK + nonce + name.encode("utf-8"), hashlib.sha256).digest()
-    return hmac.compare_digest(raw[len(_MARK) + _TOKEN_BYTES :], expected)
+    return seal(_KEY, _MARK, token, name.encode("utf-8"))
 
 
 def _parts(content: Any) -> list[Mapping[str, Any]]:
@@ -88,5 +70,5 @@ def check_thought_signatures(contents: list[Any]) -> None:
         signature = first.get("thoughtSignature", first.get("thought_signature"))
         if not isinstance(signature, str) or not signature:
             raise RequestError(_MISSING.format(name=name, position=index + 1), "contents")
-        if signature != SKIP_SIGNATURE and not _issued(signature, name):
+        if signature != SKIP_SIGNATURE and not sealed(_KEY, _MARK, signature, name.encode("utf-8")):
             raise RequestError(_CORRUPTED, "contents")
