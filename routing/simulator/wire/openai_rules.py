@@ -22,7 +22,7 @@ def _call_ids(message: Mapping[str, Any]) -> list[str]:
 
 def check_chat_tool_messages(messages: Sequence[Any]) -> None:
     """Refuse, as OpenAI does, a ``tool`` message that answers nothing and a tool call left unanswered."""
-    pending: list[str] = []  # the ids of the last assistant tool_calls not answered yet
+    asked: list[str] = []  # the tool_calls ids of the assistant message before the current run of tool messages
     asked_at = -1
     answered: set[str] = set()
     for index, message in enumerate(messages):
@@ -37,27 +37,23 @@ def check_chat_tool_messages(messages: Sequence[Any]) -> None:
             if not isinstance(call_id, str) or not call_id:
                 raise RequestError("Missing parameter 'tool_call_id': messages with role 'tool' must have a "
                                    "'tool_call_id'.", f"messages.[{index}].tool_call_id")
-            if call_id not in pending and call_id not in answered:
+            if call_id not in asked:
                 raise RequestError(f"Invalid parameter: 'tool_call_id' of '{call_id}' not found in 'tool_calls' "
                                    "of previous message.", f"messages.[{index}].tool_call_id")
-            if call_id in pending:
-                pending.remove(call_id)
-                answered.add(call_id)
+            answered.add(call_id)
             continue
-        _refuse_unanswered(pending, asked_at)
-        asked_at, answered = -1, set()
-        if role == "assistant":
-            pending = _call_ids(message)
-            asked_at = index if pending else -1
-    _refuse_unanswered(pending, asked_at)
+        _refuse_unanswered(asked, answered, asked_at)
+        asked = _call_ids(message) if role == "assistant" else []
+        asked_at, answered = (index if asked else -1), set()
+    _refuse_unanswered(asked, answered, asked_at)
 
 
-def _refuse_unanswered(pending: list[str], asked_at: int) -> None:
-    if asked_at >= 0 and pending:
+def _refuse_unanswered(asked: list[str], answered: set[str], asked_at: int) -> None:
+    missing = [call_id for call_id in asked if call_id not in answered]
+    if missing:
         raise RequestError("An assistant message with 'tool_calls' must be followed by tool messages responding to "
                            "each 'tool_call_id'. The following tool_call_ids did not have response messages: "
-                           + ", ".join(pending), f"messages.[{asked_at}].role")
-    pending.clear()
+                           + ", ".join(missing), f"messages.[{asked_at}].role")
 
 
 def check_responses_tool_items(items: Sequence[Mapping[str, Any]]) -> None:
