@@ -4,7 +4,7 @@ A staff user who may edit providers chooses both a key reference and the URL the
 reference to ``${DJANGO_SECRET_KEY}`` would send that secret to them. The config file refuses it naming the
 path, the routing table compiler refuses a stored row that names it (written before the rule, or past the
 admin), and an attempt to such a provider fails without anything being sent. The admin's refusal is in
-tests/routing/test_admin_validation.py.
+tests/admin/test_admin_validation.py.
 """
 
 from __future__ import annotations
