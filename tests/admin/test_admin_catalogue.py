@@ -8,7 +8,6 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
 
@@ -20,13 +19,6 @@ pytestmark = pytest.mark.django_db
 ADD = "/admin/routing/providermodel/add/"
 LIST = "/admin/routing/providermodel/"
 
-
-@pytest.fixture
-def admin_client() -> Client:
-    user = User.objects.create_superuser("root", "root@example.com", "pw-for-tests-only")
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import Client
@@ -24,13 +23,6 @@ from routing.models import hash_secret
 
 pytestmark = pytest.mark.django_db
 
-
-@pytest.fixture
-def admin_client() -> Client:
-    user = User.objects.create_superuser("root", "root@example.com", "pw-for-tests-only")
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def form_errors(response: Any) -> dict[str, list[str]]:

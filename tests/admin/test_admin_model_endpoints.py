@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import User
 from django.test import Client
 
 from routing import models as m
@@ -14,13 +13,6 @@ from routing.config.versioning import current_version
 
 pytestmark = pytest.mark.django_db
 
-
-@pytest.fixture
-def admin_client() -> Client:
-    user = User.objects.create_superuser("root", "root@example.com", "pw-for-tests-only")
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ import re
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import User
 from django.test import Client
 
 from routing import models as m
@@ -17,12 +16,6 @@ pytestmark = pytest.mark.django_db
 KEY_FORM = {"name": "ci", "team": "", "rpm": "", "tpm": "", "max_concurrency": "", "budget_usd": "",
             "budget_period": "month", "expires_at_0": "", "expires_at_1": ""}
 
-
-@pytest.fixture
-def admin_client() -> Client:
-    client = Client()
-    client.force_login(User.objects.create_superuser("root", "root@example.com", "pw-for-tests-only"))
-    return client
 
 
 @pytest.fixture

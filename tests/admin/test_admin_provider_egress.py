@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import User
 from django.test import Client
 
 from routing import models as m
@@ -16,12 +15,6 @@ pytestmark = pytest.mark.django_db
 PEM = Path(__file__).resolve().parents[1] / "clients" / "http1"
 CERT, KEY = str(PEM / "localhost-cert.pem"), str(PEM / "localhost-key.pem")
 
-
-@pytest.fixture
-def admin_client() -> Client:
-    client = Client()
-    client.force_login(User.objects.create_superuser("root", "root@example.com", "pw-for-tests-only"))
-    return client
 
 
 def provider_post(**egress: str) -> dict[str, Any]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import User
 from django.test import Client, override_settings
 
 from routing import models as m
@@ -16,13 +15,6 @@ pytestmark = pytest.mark.django_db
 # Shaped like a real OpenAI key (assembled so the source itself holds nothing key-shaped).
 RAW_KEY = "sk-" + "proj-" + "abcdefghijklmnopqrstuvwxyz" + "123456"
 
-
-@pytest.fixture
-def admin_client() -> Client:
-    user = User.objects.create_superuser("root", "root@example.com", "pw-for-tests-only")
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 @pytest.fixture

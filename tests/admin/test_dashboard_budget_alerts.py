@@ -8,19 +8,12 @@ import uuid
 from decimal import Decimal
 
 import pytest
-from django.contrib.auth.models import User
 from django.test import Client
 
 from audit.models import BudgetAlert
 
 pytestmark = pytest.mark.django_db
 
-
-@pytest.fixture
-def admin_client() -> Client:
-    client = Client()
-    client.force_login(User.objects.create_superuser("root", "root@example.com", "pw-for-tests-only"))
-    return client
 
 
 def alert(name: str, threshold: int, **fields: object) -> BudgetAlert:

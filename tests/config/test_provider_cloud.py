@@ -4,7 +4,6 @@ accepted and compiled, the region's endpoint filled in, and every refusal naming
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth.models import User
 from django.test import Client
 
 from routing import models as m
@@ -15,12 +14,6 @@ from routing.config.runtime import compile_table
 
 pytestmark = pytest.mark.django_db
 
-
-@pytest.fixture
-def admin_client() -> Client:
-    client = Client()
-    client.force_login(User.objects.create_superuser("root", "root@example.com", "pw-for-tests-only"))
-    return client
 
 
 def provider_post(**fields: str) -> dict[str, str]:

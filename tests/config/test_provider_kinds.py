@@ -4,7 +4,6 @@ base URL filled in when left out, refusals naming the field, and every kind back
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth.models import User
 from django.test import Client
 
 from routing import models as m
@@ -24,12 +23,6 @@ PRESET_URLS = {
     "ollama": "http://localhost:11434/v1", "vllm": "http://localhost:8000/v1", "lmstudio": "http://localhost:1234/v1",
 }
 
-
-@pytest.fixture
-def admin_client() -> Client:
-    client = Client()
-    client.force_login(User.objects.create_superuser("root", "root@example.com", "pw-for-tests-only"))
-    return client
 
 
 def test_every_kind_has_an_adapter_and_a_label_and_every_adapter_a_kind() -> None:
