@@ -10,7 +10,6 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,17 +18,11 @@ import pytest
 
 from routing import models as m
 from tests.gateway_process import Gateway, run_gateway
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services]
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "the condition did not hold in time"
-        time.sleep(0.05)
 
 
 def config_version(gateway: Gateway) -> str:
@@ -45,7 +38,7 @@ def change_and_wait(gateway: Gateway, change: Callable[[], object]) -> None:
     """Apply a configuration change in the database and wait until the gateway has loaded it."""
     before = config_version(gateway)
     change()
-    wait_for(lambda: config_version(gateway) != before)
+    wait_for(lambda: config_version(gateway) != before, 10, "the new configuration version")
 
 
 def new_key(name: str) -> tuple[m.GatewayKey, str]:

@@ -6,8 +6,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx2
@@ -17,6 +15,7 @@ from django.test import Client
 from routing.config.runtime import runtime
 from routing.core.table import RoutingTable
 from tests.gateway_process import free_port, run_gateway
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.django_db
 
@@ -45,18 +44,10 @@ def test_a_gateway_without_its_database_is_alive_but_not_ready_and_does_not_say_
         for detail in (str(port), "127.0.0.1", "dbowner-name", "secret_db_name", "connection"):
             assert detail not in ready.text
         # The operator finds the detail in the gateway's log.
-        assert wait_for(lambda: "readiness: the database is unreachable (OperationalError)" in gateway.log())
+        wait_for(lambda: "readiness: the database is unreachable (OperationalError)" in gateway.log(), 10,
+                 "the readiness failure in the log")
     assert "cannot reload the routing table" in gateway.log()
     assert str(port) in gateway.log()
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 def test_a_bad_environment_value_stops_start_up_naming_the_variable() -> None:
@@ -90,7 +81,8 @@ def test_the_demos_createkey_hint_creates_a_key_the_running_demo_checks(tmp_path
         demo = subprocess.Popen([sys.executable, "manage.py", "demo", "--port", str(port), "--simulator-port", "0"],
                                 cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
-        assert wait_for(lambda: "Press Ctrl-C" in out.read_text() or demo.poll() is not None, 180), out.read_text()
+        wait_for(lambda: "Press Ctrl-C" in out.read_text() or demo.poll() is not None, 180,
+                 "the demo to print its banner (or exit)")
         banner = out.read_text()
         hint = re.search(r"^  (.*createkey my-app)$", banner, re.M)
         assert hint is not None, banner
@@ -110,7 +102,7 @@ def test_the_demos_createkey_hint_creates_a_key_the_running_demo_checks(tmp_path
             answer = httpx2.get(f"{base}/v1/models", headers={"Authorization": f"Bearer {secret}"}, timeout=10)
             return answer.status_code == 200 and "x-gomodel-auth" not in answer.headers
 
-        assert wait_for(checked, 20)  # the running demo reloads its keys and checks this one
+        wait_for(checked, 20, "the new key to be checked")  # the running demo reloads its keys and checks this one
     finally:
         demo.send_signal(signal.SIGINT)
         try:

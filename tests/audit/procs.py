@@ -17,9 +17,10 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
+
+from tests.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 PG_BIN = Path("/usr/lib/postgresql")
@@ -35,19 +36,6 @@ def port_open(port: int) -> bool:
     with socket.socket() as sock:
         sock.settimeout(0.3)
         return sock.connect_ex(("127.0.0.1", port)) == 0
-
-
-def wait_for(condition: Callable[[], Any], timeout: float, what: str, interval: float = 0.2) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(interval)
-    value = condition()
-    if not value:
-        raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
-    return value
 
 
 def _as_postgres(command: list[str]) -> list[str]:

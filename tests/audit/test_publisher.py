@@ -21,6 +21,7 @@ from audit.publisher import Publisher
 from audit.sinks import DeliveryError
 from audit.spool import Spool
 from tests.audit.events import make_event
+from tests.waiting import wait_for
 
 WAIT = 5.0  # generous upper bound for the background thread to act
 
@@ -61,15 +62,6 @@ def make_publisher(spool_dir: Path, sink: RecordingSink, **overrides: Any) -> Pu
     return Publisher(sink_factory=lambda: sink, spool=Spool(spool_dir), **options)
 
 
-def wait_until(condition: Any, timeout: float = WAIT) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.01)
-    return condition()
-
-
 def spooled_ids(spool_dir: Path) -> list[str]:
     ids = []
     for path in sorted(spool_dir.glob("audit-*.jsonl")):
@@ -84,7 +76,7 @@ def test_it_sends_full_batches_at_once_and_keeps_the_rest_for_the_batch_time(tmp
     publisher = make_publisher(tmp_path, sink, batch_seconds=600.0)  # far beyond any wait below
     for i in range(25):
         publisher.publish(make_event(f"r{i}"))
-    assert wait_until(lambda: len(sink.batches) >= 2), "full batches must not wait for the batch time"
+    wait_for(lambda: len(sink.batches) >= 2, WAIT, "full batches must not wait for the batch time", interval=0.01)
     assert [len(b) for b in sink.batches] == [10, 10]  # the partial five wait for theirs
     assert publisher.shutdown(2)  # ... or for shutdown, which sends everything
     assert sorted(sink.ids()) == sorted(f"r{i}" for i in range(25))
@@ -95,7 +87,7 @@ def test_it_sends_a_partial_batch_once_the_batch_time_is_up(tmp_path: Path) -> N
     publisher = make_publisher(tmp_path, sink, batch_seconds=0.2)
     for i in range(5):
         publisher.publish(make_event(f"r{i}"))
-    assert wait_until(lambda: len(sink.ids()) == 5)
+    wait_for(lambda: len(sink.ids()) == 5, WAIT, "len(sink.ids()) == 5", interval=0.01)
     assert [len(b) for b in sink.batches] == [5]
     publisher.shutdown(2)
 
@@ -104,7 +96,7 @@ def test_it_redacts_before_the_event_reaches_the_sink(tmp_path: Path) -> None:
     sink = RecordingSink()
     publisher = make_publisher(tmp_path, sink, batch_size=1)
     publisher.publish(make_event("r1", prompt_text="mail bob@example.com now", output_text="secret answer"))
-    assert wait_until(lambda: sink.ids() == ["r1"])
+    wait_for(lambda: sink.ids() == ["r1"], WAIT, 'sink.ids() == ["r1"]', interval=0.01)
     delivered = sink.batches[0][0]
     assert "prompt_text" not in delivered
     assert "output_text" not in delivered
@@ -119,12 +111,13 @@ def test_it_spools_while_the_sink_is_down_and_replays_once_it_answers(tmp_path: 
     publisher = make_publisher(tmp_path, sink)
     for i in range(35):
         publisher.publish(make_event(f"r{i}"))
-    assert wait_until(lambda: len(spooled_ids(tmp_path)) == 35)
+    wait_for(lambda: len(spooled_ids(tmp_path)) == 35, WAIT, "len(spooled_ids(tmp_path)) == 35", interval=0.01)
     assert sink.ids() == []
     assert not publisher.healthy
     sink.down = False
     # Probes back off (1 s, 2 s, 4 s...); the file goes once all its batches were sent.
-    assert wait_until(lambda: len(sink.ids()) == 35 and not spooled_ids(tmp_path), timeout=20)
+    wait_for(lambda: len(sink.ids()) == 35 and not spooled_ids(tmp_path), 20, "the spool replayed",
+             interval=0.01)
     assert sorted(sink.ids()) == sorted(f"r{i}" for i in range(35))
     assert publisher.healthy
     publisher.shutdown(2)
@@ -137,8 +130,9 @@ def test_it_replays_what_a_previous_process_spooled_at_start_up(tmp_path: Path) 
     sink = RecordingSink()
     publisher = make_publisher(tmp_path, sink)
     publisher.start()
-    assert wait_until(lambda: sorted(sink.ids()) == ["crashed-1", "crashed-2"]
-                      and not list(tmp_path.glob("audit-*.jsonl")))
+    wait_for(lambda: sorted(sink.ids()) == ["crashed-1", "crashed-2"]
+                      and not list(tmp_path.glob("audit-*.jsonl")),
+             WAIT, "the crashed writer's spool replayed", interval=0.01)
     publisher.shutdown(2)
 
 
@@ -149,12 +143,12 @@ def test_it_does_not_replay_a_file_another_live_process_is_writing(tmp_path: Pat
     publisher = make_publisher(tmp_path, sink)
     publisher.start()
     # The start-up replay is over once nothing is pending: it skipped the file its writer still holds.
-    assert wait_until(lambda: not publisher._replay_pending)
+    wait_for(lambda: not publisher._replay_pending, WAIT, "not publisher._replay_pending", interval=0.01)
     assert sink.ids() == []
     other.close()
     publisher._replay_pending = True  # as the periodic scan would
     publisher.request_flush()
-    assert wait_until(lambda: sink.ids() == ["live-writer"])
+    wait_for(lambda: sink.ids() == ["live-writer"], WAIT, 'sink.ids() == ["live-writer"]', interval=0.01)
     publisher.shutdown(2)
 
 
@@ -286,14 +280,15 @@ def test_it_drops_new_events_loudly_when_neither_sink_nor_disk_accepts_them(
     assert len(publisher._buffer) <= 20 + 10
     dropped = publisher._dropped
     assert 0 < dropped <= 40
-    assert wait_until(lambda: publisher.counters["dropped"] == dropped)  # the thread reports what publish dropped
+    wait_for(lambda: publisher.counters["dropped"] == dropped, WAIT, "the drops counted",
+             interval=0.01)  # the thread reports what publish dropped
     assert _dropped_metric() - metric_before == dropped
     assert any(r.levelname == "ERROR" and "AUDIT EVENTS DROPPED" in r.getMessage() for r in caplog.records)
     sink.down = False
     # What was kept is delivered once the sink answers. A drop refuses the event being published, so the
     # first twenty, which always fit, are among the kept ones.
     kept = 60 - dropped
-    assert wait_until(lambda: len(sink.ids()) == kept, timeout=20)
+    wait_for(lambda: len(sink.ids()) == kept, 20, "len(sink.ids()) == kept", interval=0.01)
     delivered = set(sink.ids())
     assert len(delivered) == kept
     assert {f"r{i}" for i in range(20)} <= delivered <= {f"r{i}" for i in range(60)}
@@ -310,10 +305,11 @@ def test_the_audit_lag_gauges_show_the_oldest_undelivered_event_while_the_sink_i
     publisher.publish(make_event("late", created_at=time.time() - 40))
 
     # Spooled while the broker is away: the spool file is as old as its first write, the event older still.
-    assert wait_until(lambda: "late" in spooled_ids(tmp_path))
+    wait_for(lambda: "late" in spooled_ids(tmp_path), WAIT, '"late" in spooled_ids(tmp_path)', interval=0.01)
     # In the spool now, nothing in memory; the lag is its spool file's age (a file keeps batches, not times), and
     # keeps growing while the broker stays away.
-    assert wait_until(lambda: REGISTRY.get_sample_value("gomodel_audit_undelivered_events") == 0 and lag() >= 1.5)
+    wait_for(lambda: REGISTRY.get_sample_value("gomodel_audit_undelivered_events") == 0 and lag() >= 1.5,
+             WAIT, "nothing in memory and the spool file's age as the lag", interval=0.01)
 
     publisher.publish(make_event("waiting", created_at=time.time() - 40))  # in memory: batch time not up
     publisher._next_lag_report = 0.0
@@ -322,6 +318,7 @@ def test_the_audit_lag_gauges_show_the_oldest_undelivered_event_while_the_sink_i
     assert REGISTRY.get_sample_value("gomodel_audit_undelivered_events") == 1
 
     sink.down = False
-    assert wait_until(lambda: {"late", "waiting"} <= set(sink.ids()), timeout=20)
-    assert wait_until(lambda: lag() == 0.0, timeout=WAIT), lag()
+    wait_for(lambda: {"late", "waiting"} <= set(sink.ids()), 20, "both events delivered",
+             interval=0.01)
+    wait_for(lambda: lag() == 0.0, WAIT, "lag() == 0.0", interval=0.01)
     publisher.shutdown()

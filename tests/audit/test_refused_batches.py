@@ -20,9 +20,9 @@ from audit.publisher import Publisher
 from audit.sinks import DatabaseSink
 from audit.spool import Spool
 from tests.audit.events import make_event
-from tests.audit.procs import wait_for
 from tests.audit.refusing import REFUSAL_TEXT, refusing
 from tests.audit.test_delivery_faults import revisions_table_locked, spooled
+from tests.waiting import wait_for
 
 BATCH = ["keep-1", "refuse-1", "keep-2"]
 

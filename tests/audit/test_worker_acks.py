@@ -16,9 +16,10 @@ from audit import tasks
 from audit.models import AuditRevision, UndeliverableEvent
 from audit.sinks import CelerySink
 from tests.audit.events import make_event
-from tests.audit.procs import RabbitVhost, Worker, process_env, wait_for
+from tests.audit.procs import RabbitVhost, Worker, process_env
 from tests.audit.refusing import REFUSAL_TEXT, refusing
 from tests.audit.test_delivery_faults import test_database_url
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.services]
 

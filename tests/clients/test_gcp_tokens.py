@@ -17,20 +17,12 @@ from routing.clients import gcp_tokens
 from routing.clients.gcp_tokens import TokenSource, TokenSources, access_keys
 from routing.core.table import ProviderSpec
 from tests.gcp_token_server import CLOUD_PLATFORM, TokenServer
+from tests.waiting import wait_for
 
 
 def vertex(credentials_file: str, name: str = "vx") -> ProviderSpec:
     return ProviderSpec(name=name, kind="vertex", base_url="http://127.0.0.1:1", region="us-central1",
                         project="test-project-1", credentials_file=credentials_file)
-
-
-def wait_for(condition: object, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():  # type: ignore[operator]
-            return
-        time.sleep(0.02)
-    raise AssertionError("condition not met in time")
 
 
 @pytest.fixture
@@ -73,7 +65,7 @@ def test_it_refreshes_ahead_of_expiry_and_the_hot_path_only_reads(tmp_path: Path
         first, _ = asyncio.run(access_keys(provider, registry=registry))
         first_expiry = server.grants[0].at + 6
 
-        wait_for(lambda: len(server.tokens()) >= 2, timeout=8)
+        wait_for(lambda: len(server.tokens()) >= 2, 8, "a second token")
         second, _ = asyncio.run(access_keys(provider, registry=registry))
 
     assert [k.reveal() for k in first] == ["ya29.test-token-1"]
@@ -91,10 +83,10 @@ def test_a_failed_fetch_is_a_key_problem_logged_once_without_secrets(
     with TokenServer(fail_with=(400, {"error": "invalid_grant", "error_description": "Account disabled"})) as server:
         provider = vertex(str(server.write_key_file(tmp_path)))
         keys, problems = asyncio.run(access_keys(provider, registry=registry))
-        wait_for(lambda: len(server.grants) >= 4)  # it keeps trying in the background
+        wait_for(lambda: len(server.grants) >= 4, 10, "four token grants")  # it keeps trying in the background
         warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
         server.fail_with = None
-        wait_for(lambda: registry.source_for(provider).current() is not None)
+        wait_for(lambda: registry.source_for(provider).current() is not None, 10, "a current token")
         recovered, _ = asyncio.run(access_keys(provider, registry=registry))
         private_key = server.private_key_pem
 
@@ -183,7 +175,7 @@ def test_prepare_starts_sources_for_vertex_providers_and_stops_removed_ones(tmp_
     path = str(token_server.write_key_file(tmp_path))
     other = ProviderSpec(name="oa", kind="openai", base_url="http://127.0.0.1:1")
     registry.prepare([vertex(path), vertex(path, "vc"), other])
-    wait_for(lambda: len(token_server.tokens()) == 2)  # minted before any request asked
+    wait_for(lambda: len(token_server.tokens()) == 2, 10, "two tokens minted")  # minted before any request asked
     kept = registry.source_for(vertex(path))
 
     registry.prepare([vertex(path)])

@@ -15,7 +15,6 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable
 
 import pytest
 from django.conf import settings
@@ -29,6 +28,7 @@ from routing.clients.retention import purge_expired_executions, purge_expired_op
 from routing.models import IdempotentOperation, ToolExecution
 from tests.api.test_ledger_api import keyed_table, post
 from tests.gateway_process import ROOT
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -137,7 +137,8 @@ def test_a_row_a_new_request_takes_over_while_the_purge_waits_is_not_deleted() -
     assert holding.wait(30)
     purger = threading.Thread(target=purge)
     purger.start()
-    wait_for(lambda: waiting_on_a_lock() >= 1)  # the purge's DELETE is queued behind the row lock
+    wait_for(lambda: waiting_on_a_lock() >= 1, 30,
+             "the purge to wait on the row lock")  # the purge's DELETE is queued behind the row lock
     renewed.set()
     owner.join(30)
     purger.join(30)
@@ -152,14 +153,6 @@ def waiting_on_a_lock() -> int:
                        "AND wait_event_type = 'Lock' AND query ILIKE 'DELETE%%'")
         (count,) = cursor.fetchone()
     return int(count)
-
-
-def wait_for(condition: Callable[[], bool]) -> None:
-    for _ in range(600):
-        if condition():
-            return
-        time.sleep(0.05)
-    raise AssertionError("the condition never held")
 
 
 @override_settings(GOMODEL_IDEMPOTENCY_RETENTION=600.0)

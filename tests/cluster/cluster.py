@@ -38,10 +38,11 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from routing.simulator.server import SimulatorProcess, start_simulator_process
-from tests.audit.procs import RabbitVhost, Worker, free_port, port_open, wait_for
+from tests.audit.procs import RabbitVhost, Worker, free_port, port_open
 from tests.e2e.conftest import fresh_database
 from tests.e2e.test_shutdown import ProductionGateway
 from tests.gateway_process import ROOT
+from tests.waiting import wait_for
 
 DEPLOY_HAPROXY = ROOT / "deploy" / "haproxy" / "haproxy.cfg"
 # The Redis database this test owns on the machine's Redis (emptied before and after a run).

@@ -16,9 +16,9 @@ import time
 
 import pytest
 
-from tests.audit.procs import wait_for
 from tests.cluster.cluster import MASTER_KEY, Answer, Cluster, chat_body, request
 from tests.e2e.test_shutdown import FLUSH_INTERVAL
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.services]
 

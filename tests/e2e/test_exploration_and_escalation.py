@@ -9,7 +9,6 @@ hard: fast-model with images) and ``blind`` (two text-only tiers).
 from __future__ import annotations
 
 import tempfile
-import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -26,6 +25,7 @@ from psycopg.rows import dict_row
 from routing.simulator.server import SimulatorServer
 from tests.e2e.conftest import SIM_KEY, fresh_database, manage
 from tests.gateway_process import Gateway, run_gateway
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.services
 
@@ -87,14 +87,6 @@ def explain(gateway: Gateway, model: str, messages: list[dict[str, Any]] | None 
     return response.json()  # type: ignore[no-any-return]
 
 
-def wait_for(condition: Any, what: str, timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} did not happen within {timeout} s")
-        time.sleep(0.1)
-
-
 def audit_rows(gateway: Gateway, request_ids: list[str]) -> list[dict[str, Any]]:
     """The audit revisions of ``request_ids`` once all are written (the publisher writes in the background)."""
     url = gateway.database_url.replace("postgres://", "postgresql://")  # type: ignore[attr-defined]
@@ -105,7 +97,7 @@ def audit_rows(gateway: Gateway, request_ids: list[str]) -> list[dict[str, Any]]
             rows = conn.execute("SELECT * FROM audit_auditrevision WHERE request_id = ANY(%s)",
                                 (request_ids,)).fetchall()
             return len(rows) == len(request_ids)
-        wait_for(written, "the audit revisions")
+        wait_for(written, 15, "the audit revisions")
     return rows
 
 
@@ -116,7 +108,7 @@ def test_a_new_target_is_in_cold_start_and_exploration_sends_it_traffic(
     path = gateway.config_dir / "grown.yaml"  # type: ignore[attr-defined]
     path.write_text(yaml.safe_dump(config(own_simulator.base_url, ["oa/fast-model", "oa/slow-model"])))
     manage(gateway.database_url, "loadconfig", str(path), env={"E2E_SIM_KEY": SIM_KEY})  # type: ignore[attr-defined]
-    wait_for(lambda: len(explain(gateway, "explore")["selections"][0]["candidates"]) == 2, "the hot reload")
+    wait_for(lambda: len(explain(gateway, "explore")["selections"][0]["candidates"]) == 2, 15, "the hot reload")
 
     [before] = explain(gateway, "explore")["selections"]
     views = {c["target"]: c for c in before["candidates"]}

@@ -11,9 +11,8 @@ Then two processes sharing Redis (db 7): only the lease holder probes, and the o
 from __future__ import annotations
 
 import re
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ import yaml
 from routing.simulator.server import SimulatorServer
 from tests.e2e.conftest import fresh_database, manage
 from tests.gateway_process import Gateway, run_gateway
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.services
 
@@ -63,13 +63,6 @@ def metric(gateway: Gateway, name: str, **labels: str) -> float:
     return total
 
 
-def wait_for(condition: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
-    give_up = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < give_up, f"gave up waiting: {what}"
-        time.sleep(0.05)
-
-
 def chat(gateway: Gateway, model: str) -> httpx2.Response:
     return httpx2.post(f"{gateway.base_url}/v1/chat/completions", json={"model": model, **CHAT}, timeout=30)
 
@@ -103,7 +96,7 @@ def cool_down(gateway: Gateway, model: str) -> None:
     """Send requests until the target's breaker opens again (three 5xx in a row, or one 401/429)."""
     before = metric(gateway, "gomodel_pro_routing_cooldowns_total", target=model)
     wait_for(lambda: chat(gateway, model).status_code >= 400
-             and metric(gateway, "gomodel_pro_routing_cooldowns_total", target=model) > before, f"{model} cooling")
+             and metric(gateway, "gomodel_pro_routing_cooldowns_total", target=model) > before, 20, f"{model} cooling")
 
 
 def test_a_5xx_cooldown_ends_early_once_a_probe_passes(probing: tuple[Gateway, str, Path],
@@ -115,13 +108,14 @@ def test_a_5xx_cooldown_ends_early_once_a_probe_passes(probing: tuple[Gateway, s
         cool_down(gateway, target)
         # While the fault lasts, probes fail and the target stays off (a minute-long cooldown).
         wait_for(lambda: metric(gateway, "gomodel_probes_total", target=target, result="server_error") >= 2,
-                 "failing probes while the fault lasts")
+                 20, "failing probes while the fault lasts")
         generated = len([r for r in sim.received(FIVE) if r.get("action") != "models"])
         assert chat(gateway, target).status_code == 503
         assert len([r for r in sim.received(FIVE) if r.get("action") != "models"]) == generated
     finally:
         sim.clear_faults(FIVE)
-    wait_for(lambda: metric(gateway, "gomodel_probes_total", target=target, result="passed") >= 1, "a passing probe")
+    wait_for(lambda: metric(gateway, "gomodel_probes_total", target=target, result="passed") >= 1,
+             20, "a passing probe")
     answered = chat(gateway, target)
     assert answered.status_code == 200, answered.text
     assert answered.headers["x-gomodel-target"] == target
@@ -132,7 +126,7 @@ def test_a_5xx_cooldown_ends_early_once_a_probe_passes(probing: tuple[Gateway, s
         wait_for(lambda: conn.execute("SELECT count(*) FROM audit_auditrevision WHERE endpoint = 'probe' AND "
                                       "target = %s AND error_message LIKE %s",
                                       (target, "%passed; the cooldown ended early%")).fetchone()[0] == 1,
-                 "the audit revision of the probe that ended the cooldown")
+                 20, "the audit revision of the probe that ended the cooldown")
         row = conn.execute("SELECT error_message, status FROM audit_auditrevision WHERE endpoint = 'probe' AND "
                            "target = %s", (target,)).fetchall()
         assert all(GOOD not in message for message, _ in row)
@@ -146,7 +140,7 @@ def test_a_401_lockout_lasts_while_the_key_is_bad_and_ends_once_the_key_referenc
     target = f"kp/{KEYED}"
     assert chat(gateway, target).status_code in (401, 502)
     wait_for(lambda: metric(gateway, "gomodel_probes_total", target=target, result="auth") >= 3,
-             "probes refused with the bad key")
+             20, "probes refused with the bad key")
     assert chat(gateway, target).status_code == 503  # still locked out: nothing sent
     assert all(r["auth"]["key_index"] is None for r in model_calls(sim, KEYED))  # the bad key each time
     assert metric(gateway, "gomodel_probes_total", target=target, result="passed") == 0
@@ -155,7 +149,7 @@ def test_a_401_lockout_lasts_while_the_key_is_bad_and_ends_once_the_key_referenc
     fixed.write_text(yaml.safe_dump(config(sim.base_url, key_ref="${PROBE_GOOD_KEY}")))
     manage(url, "loadconfig", str(fixed), env={"PROBE_GOOD_KEY": GOOD, "PROBE_BAD_KEY": BAD})
     wait_for(lambda: metric(gateway, "gomodel_probes_total", target=target, result="passed") >= 1,
-             "a probe with the fixed key")
+             20, "a probe with the fixed key")
     assert model_calls(sim, KEYED)[-1]["auth"]["key_index"] == 0
     answered = chat(gateway, target)
     assert answered.status_code == 200, answered.text
@@ -177,7 +171,7 @@ def test_a_429_retry_after_is_neither_probed_nor_shortened_and_probe_off_is_neve
         sim.clear_faults(LIMITED)
         sim.clear_faults(OFF)
         # Rounds go by (the witness is probed again and again) ...
-        wait_for(lambda: metric(gateway, "gomodel_probes_total", target=witness) >= before + 3, "probe rounds")
+        wait_for(lambda: metric(gateway, "gomodel_probes_total", target=witness) >= before + 3, 20, "probe rounds")
         # ... and neither the 429's target nor the provider with probe: off was probed, so both stay off.
         assert model_calls(sim, LIMITED) == []
         assert model_calls(sim, OFF) == []
@@ -211,10 +205,10 @@ def test_with_redis_one_process_probes_and_another_takes_over_when_it_stops(tmp_
             with run_gateway(tmp_path / "a", env) as first, run_gateway(tmp_path / "b", env) as second:
                 gateways = [first, second]
                 wait_for(lambda: sum(metric(g, "gomodel_prober_active") for g in gateways) == 1,
-                         "one prober of the two")
+                         20, "one prober of the two")
                 assert chat(first, target).status_code in (401, 502)  # a lockout, shared through Redis
                 wait_for(lambda: sum(metric(g, "gomodel_probes_total", target=target) for g in gateways) >= 3,
-                         "probes of the lockout")
+                         20, "probes of the lockout")
                 active = [g for g in gateways if metric(g, "gomodel_prober_active") == 1]
                 assert len(active) == 1
                 leader = active[0]
@@ -222,8 +216,8 @@ def test_with_redis_one_process_probes_and_another_takes_over_when_it_stops(tmp_
                 assert metric(other, "gomodel_probes_total", target=target) == 0
                 leader.process.terminate()
                 leader.process.wait(timeout=20)
-                wait_for(lambda: metric(other, "gomodel_prober_active") == 1, "the other process takes over")
+                wait_for(lambda: metric(other, "gomodel_prober_active") == 1, 20, "the other process takes over")
                 wait_for(lambda: metric(other, "gomodel_probes_total", target=target) >= 1,
-                         "probes by the process that took over")
+                         20, "probes by the process that took over")
     finally:
         sim.clear_faults(locked)

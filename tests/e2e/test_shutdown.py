@@ -31,9 +31,10 @@ import pytest
 import yaml
 
 from routing.simulator.server import SimulatorProcess, start_simulator_process
-from tests.audit.procs import RabbitVhost, Worker, free_port, port_open, wait_for
+from tests.audit.procs import RabbitVhost, Worker, free_port, port_open
 from tests.e2e.conftest import fresh_database
 from tests.gateway_process import ROOT
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.services]
 
