@@ -21,7 +21,7 @@ from typing import Any
 from routing.core.table import ModelSpec
 from routing.providers.common.media import ANTHROPIC_IMAGE_TYPES, guess_media_type, parse_data_url
 from routing.providers.common.options import asks_for_audio, max_output_tokens, stop_sequences
-from routing.providers.common.reasoning import MIN_ANTHROPIC_BUDGET, budget_for_effort
+from routing.providers.common.reasoning import MIN_ANTHROPIC_BUDGET, thinking_budget
 from routing.providers.common.shape import (
     as_dict,
     as_list,
@@ -301,9 +301,7 @@ def _thinking(body: Mapping[str, Any], out: dict[str, Any], model: ModelSpec, *,
     if effort == "none":
         out["thinking"] = {"type": "disabled"}
         return
-    budget = budget_for_effort(as_str(effort, "reasoning_effort"))
-    if budget is None:
-        raise RequestShapeError(f"unknown reasoning_effort '{effort}'", "reasoning_effort")
+    budget = thinking_budget(effort)
     if turned_off:  # the final tool turn lost its thinking (thinking_turns): valid only with thinking off
         out["thinking"] = {"type": "disabled"}
         return

@@ -38,7 +38,7 @@ from routing.core.table import ModelSpec
 from routing.providers.anthropic.upstream_request import JSON_OBJECT_INSTRUCTION
 from routing.providers.common.media import InlineData, guess_media_type, parse_data_url
 from routing.providers.common.options import OptionRead, asks_for_audio, copy_options, max_output_tokens, stop_sequences
-from routing.providers.common.reasoning import MIN_ANTHROPIC_BUDGET, budget_for_effort
+from routing.providers.common.reasoning import MIN_ANTHROPIC_BUDGET, thinking_budget
 from routing.providers.common.shape import (
     OPENAI_CHAT_FIELDS,
     OPENAI_IGNORABLE_HINTS,
@@ -118,8 +118,8 @@ def openai_to_bedrock(body: Mapping[str, Any], *, model: ModelSpec) -> dict[str,
         out["toolConfig"] = tool_config
     if not anthropic or thinking_on or not thinking_requested(body):
         _thinking(body.get("reasoning_effort"), anthropic, inference, extra, tool_config, model)
-    elif budget_for_effort(as_str(body["reasoning_effort"], "reasoning_effort")) is None:
-        raise RequestShapeError(f"unknown reasoning_effort '{body['reasoning_effort']}'", "reasoning_effort")
+    else:  # thinking sent off for a final tool turn (thinking_turns): the effort word is still checked
+        thinking_budget(body["reasoning_effort"])
     if system:
         out["system"] = [{"text": text} for text in system]
     if inference:
@@ -325,9 +325,7 @@ def _thinking(effort: Any, anthropic: bool, inference: dict[str, Any], extra: di
     if not anthropic:
         raise CapabilityError("reasoning", "reasoning_effort is translated for Anthropic models on Bedrock only",
                               "reasoning_effort")
-    budget = budget_for_effort(as_str(effort, "reasoning_effort"))
-    if budget is None:
-        raise RequestShapeError(f"unknown reasoning_effort '{effort}'", "reasoning_effort")
+    budget = thinking_budget(effort)
     if tool_config is not None and "toolChoice" in tool_config:
         raise CapabilityError("tool_choice", "Anthropic models cannot be forced to call a tool while thinking",
                               "tool_choice" if tool_config["toolChoice"].get("tool", {}).get("name") != JSON_TOOL

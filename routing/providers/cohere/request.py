@@ -15,7 +15,7 @@ from typing import Any
 
 from routing.core.table import ModelSpec
 from routing.providers.common.options import OptionRead, asks_for_audio, copy_options, max_output_tokens, stop_sequences
-from routing.providers.common.reasoning import budget_for_effort
+from routing.providers.common.reasoning import thinking_budget
 from routing.providers.common.shape import (
     OPENAI_CHAT_FIELDS,
     OPENAI_IGNORABLE_HINTS,
@@ -81,9 +81,7 @@ def openai_to_cohere(body: Mapping[str, Any], *, model: ModelSpec, stream: bool)
     if effort == "none":
         out["thinking"] = {"type": "disabled"}
     elif effort is not None:
-        budget = budget_for_effort(as_str(effort, "reasoning_effort"))
-        if budget is None:
-            raise RequestShapeError(f"unknown reasoning_effort '{effort}'", "reasoning_effort")
+        budget = thinking_budget(effort)
         out["thinking"] = {"type": "enabled", "token_budget": budget}
     return out
 

@@ -15,7 +15,7 @@ from typing import Any
 from routing.core.table import ModelSpec
 from routing.providers.common.media import AUDIO_MEDIA_TYPES, guess_media_type, parse_data_url
 from routing.providers.common.options import OptionRead, asks_for_audio, copy_options, max_output_tokens, stop_sequences
-from routing.providers.common.reasoning import budget_for_effort
+from routing.providers.common.reasoning import thinking_budget
 from routing.providers.common.shape import (
     OPENAI_CHAT_FIELDS,
     OPENAI_IGNORABLE_HINTS,
@@ -95,9 +95,7 @@ def _generation_config(body: Mapping[str, Any]) -> dict[str, Any]:
     if effort == "none":
         generation["thinkingConfig"] = {"thinkingBudget": 0}
     elif effort is not None:
-        budget = budget_for_effort(as_str(effort, "reasoning_effort"))
-        if budget is None:
-            raise RequestShapeError(f"unknown reasoning_effort '{effort}'", "reasoning_effort")
+        budget = thinking_budget(effort)
         generation["thinkingConfig"] = {"thinkingBudget": budget, "includeThoughts": True}
     return generation
 
