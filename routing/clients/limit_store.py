@@ -62,7 +62,7 @@ from routing.clients.limit_scripts import (
 )
 from routing.clients.redis_client import RedisReplyError, RedisUnavailable, RespClient, ScriptCall, Sent
 from routing.core.budget_alerts import BudgetCrossing, alert_levels, crossed
-from routing.core.limit_ledger import DEFAULT_SLOT_LEASE_S, LimitLedger, Verdict, verdict_of
+from routing.core.limit_ledger import DEFAULT_SLOT_LEASE_S, AdmissionVerdict, LimitLedger, verdict_of
 from routing.core.limits import (
     NO_RESERVATION,
     WINDOW_S,
@@ -103,7 +103,7 @@ class Admission:
 
     scopes: tuple[LimitScope, ...]
     request_id: str
-    verdict: Verdict
+    verdict: AdmissionVerdict
     in_redis: bool
     reservation: Reservation = NO_RESERVATION
     # Counted in this process after Redis did not answer in time: Redis may still have run the script and
@@ -409,7 +409,7 @@ class RedisLimitStore:
             # script's decision stands, since it has already counted the request, or not.
             logger.error("the Redis limit script and the gateway disagree on %s", [s.ident for s in scopes])
             refusal = None if counted else Refusal(scopes[0], "rpm", 1.0)
-            verdict = Verdict(refusal, verdict.requests, verdict.tokens)
+            verdict = AdmissionVerdict(refusal, verdict.requests, verdict.tokens)
         return Admission(scopes, request_id, verdict, in_redis=True, reservation=reservation)
 
     async def _admit_in_redis(self, scopes: tuple[LimitScope, ...], request_id: str,

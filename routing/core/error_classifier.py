@@ -76,7 +76,7 @@ _MAX_MESSAGE_CHARS = 2000  # error messages are matched, never stored; no need t
 
 
 @dataclass(frozen=True, slots=True)
-class ProviderError:
+class ErrorBodyFields:
     """The fields of a provider's error body the classifier reads, whatever the provider's shape.
 
     OpenAI and Azure: ``{"error": {"message", "type", "code", "param"}}``; Anthropic:
@@ -97,8 +97,8 @@ class ProviderError:
         return frozenset(c.lower() for c in (self.type, self.code, self.status_name, *self.reasons) if c)
 
 
-def parse_error_body(body: bytes | str | Mapping[str, Any] | list[Any] | None) -> ProviderError:
-    """The recognisable fields of an error body; an empty ProviderError when there are none."""
+def parse_error_body(body: bytes | str | Mapping[str, Any] | list[Any] | None) -> ErrorBodyFields:
+    """The recognisable fields of an error body; an empty ErrorBodyFields when there are none."""
     data: Any = body
     if isinstance(body, bytes | bytearray):
         data = body.decode("utf-8", errors="replace")
@@ -109,14 +109,14 @@ def parse_error_body(body: bytes | str | Mapping[str, Any] | list[Any] | None) -
         except (ValueError, RecursionError):
             data = None
         if data is None:
-            return ProviderError(message=text[:_MAX_MESSAGE_CHARS])
+            return ErrorBodyFields(message=text[:_MAX_MESSAGE_CHARS])
     if isinstance(data, list):
         data = data[0] if data and isinstance(data[0], Mapping) else None
     if not isinstance(data, Mapping):
-        return ProviderError()
+        return ErrorBodyFields()
     error = data.get("error")
     if isinstance(error, str):
-        return ProviderError(message=error[:_MAX_MESSAGE_CHARS])
+        return ErrorBodyFields(message=error[:_MAX_MESSAGE_CHARS])
     if not isinstance(error, Mapping):
         # OpenAI-compatible servers (vLLM, FastAPI apps) put the fields at the top level.
         error = data
@@ -140,7 +140,7 @@ def parse_error_body(body: bytes | str | Mapping[str, Any] | list[Any] | None) -
                 reasons.append(_text(item.get("reason")))
             elif kind.endswith("RetryInfo"):
                 retry_delay = parse_duration(_text(item.get("retryDelay")))
-    return ProviderError(
+    return ErrorBodyFields(
         type=_text(error.get("type")),
         # Gemini's and some servers' numeric code repeats the HTTP status: only a word is a code.
         code=detail_code or (code if isinstance(code, str) and not code.isdigit() else ""),
@@ -252,7 +252,7 @@ def classify_http_error(
     )
 
 
-def with_aws_error_type(error: ProviderError, headers: Mapping[str, str]) -> ProviderError:
+def with_aws_error_type(error: ErrorBodyFields, headers: Mapping[str, str]) -> ErrorBodyFields:
     """Bedrock's error body is ``{"message"}`` alone; the exception's name is the ``x-amzn-ErrorType`` header
     (``ThrottlingException:http://internal.amazon.com/coral/...``), read here as the error's type."""
     for name, value in headers.items():
@@ -270,7 +270,7 @@ def classify_exception(kind: ExceptionKind, *, latency_s: float = 0.0) -> Attemp
     return AttemptOutcome.failure(error_class, reason, latency_s=latency_s)
 
 
-def _classify(status: int, error: ProviderError) -> tuple[ErrorClass, str]:
+def _classify(status: int, error: ErrorBodyFields) -> tuple[ErrorClass, str]:
     if status < 400:
         return ErrorClass.INCOMPATIBLE, "not_found"  # a redirect we do not follow: the base URL is wrong
     if status >= 500:
@@ -304,7 +304,7 @@ def _classify(status: int, error: ProviderError) -> tuple[ErrorClass, str]:
     return ErrorClass.PERMANENT, "bad_request"
 
 
-def _classify_server_error(status: int, error: ProviderError) -> tuple[ErrorClass, str]:
+def _classify_server_error(status: int, error: ErrorBodyFields) -> tuple[ErrorClass, str]:
     codes = error.codes
     if status == 501:
         return ErrorClass.INCOMPATIBLE, "unsupported"

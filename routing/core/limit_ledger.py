@@ -33,7 +33,7 @@ from routing.core.limits import (
 DEFAULT_SLOT_LEASE_S = 1800.0  # a slot or reservation whose release never came (a killed process) lapses after this
 
 
-class Verdict(NamedTuple):
+class AdmissionVerdict(NamedTuple):
     """The answer to one admission: refused (with the limit) or admitted, and the headers' standings (a named
     tuple: one is built per request)."""
 
@@ -47,12 +47,12 @@ class Verdict(NamedTuple):
 
 
 def verdict_of(scopes: tuple[LimitScope, ...], counts: tuple[ScopeCounts, ...], now: float,
-               reservation: Reservation = NO_RESERVATION) -> Verdict:
+               reservation: Reservation = NO_RESERVATION) -> AdmissionVerdict:
     """The verdict for counts taken before this request: refused by ``decide``, or admitted and counted."""
     ends = tuple(period_bounds(s.limits.budget_period, now)[1] for s in scopes)
     refusal = decide(scopes, counts, now, ends, reservation)
     requests, tokens = standings(scopes, counts, now, admitted=refusal is None, reservation=reservation)
-    return Verdict(refusal, requests, tokens)
+    return AdmissionVerdict(refusal, requests, tokens)
 
 
 def token_threshold(tpm: int, own: int) -> int:
@@ -148,7 +148,7 @@ class LimitLedger:
         return state
 
     def admit(self, scopes: tuple[LimitScope, ...], request_id: str, now: float,
-              reservation: Reservation = NO_RESERVATION) -> Verdict:
+              reservation: Reservation = NO_RESERVATION) -> AdmissionVerdict:
         """Check every scope, then count the request (and hold its reservation) in all of them, or in none when
         one refuses."""
         states = [self._state(scope) for scope in scopes]

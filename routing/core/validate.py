@@ -13,7 +13,7 @@ An answer is returned, cached or counted as a success only after, in this order:
 
 The only normalisation is deterministic: surrounding whitespace is ignored when parsing and measuring.
 Nothing is repaired: no code fences stripped, no missing field guessed, no tool argument rewritten. A
-rejected answer is an attempt that failed with ErrorClass.INVALID_RESPONSE (``Verdict.as_outcome``).
+rejected answer is an attempt that failed with ErrorClass.INVALID_RESPONSE (``AnswerVerdict.as_outcome``).
 
 Whose failure a rejection is: every stage but the first judges the answer against what this request asked of
 it (its max_tokens, its schema or JSON mode, its tools, its workload's rules) with this request's prompt, which
@@ -79,7 +79,7 @@ class ValidationRules:
 
 
 @dataclass(frozen=True, slots=True)
-class Verdict:
+class AnswerVerdict:
     """The pipeline's decision: ``ok``, or the first failed stage as ``reason`` with short ``details``.
 
     ``details`` name what failed (a JSON path and the schema keyword, a tool name) without quoting the
@@ -101,11 +101,11 @@ class Verdict:
         return outcome if self.reason in TARGET_VERDICTS else outcome.by_client()
 
 
-ACCEPTED = Verdict(ok=True)
+ACCEPTED = AnswerVerdict(ok=True)
 
 
-def _reject(reason: str, *details: str) -> Verdict:
-    return Verdict(ok=False, reason=reason, details=tuple(d[:300] for d in details[:MAX_DETAILS]))
+def _reject(reason: str, *details: str) -> AnswerVerdict:
+    return AnswerVerdict(ok=False, reason=reason, details=tuple(d[:300] for d in details[:MAX_DETAILS]))
 
 
 def validate_answer(
@@ -114,7 +114,7 @@ def validate_answer(
     *,
     schema_validator: SchemaValidator,
     transport_complete: bool = True,
-) -> Verdict:
+) -> AnswerVerdict:
     """Run the acceptance pipeline on ``answer`` (None: the adapter could not parse the envelope).
 
     ``transport_complete`` is False when the body or stream ended before the provider said it was done.
@@ -135,7 +135,7 @@ def validate_answer(
     return _custom(answer, rules)
 
 
-def _finish_reason(answer: Answer, rules: ValidationRules, _: SchemaValidator) -> Verdict:
+def _finish_reason(answer: Answer, rules: ValidationRules, _: SchemaValidator) -> AnswerVerdict:
     finish = answer.finish_reason
     if rules.refuse_truncation and finish in (FINISH_LENGTH, FINISH_CONTENT_FILTER):
         return _reject("truncated", f"finish_reason={finish}")
@@ -147,7 +147,7 @@ def _finish_reason(answer: Answer, rules: ValidationRules, _: SchemaValidator) -
     return ACCEPTED
 
 
-def _tool_calls(answer: Answer, rules: ValidationRules, validator: SchemaValidator) -> Verdict:
+def _tool_calls(answer: Answer, rules: ValidationRules, validator: SchemaValidator) -> AnswerVerdict:
     if not answer.tool_calls:
         if rules.tool_choice == "required" or rules.forced_tool is not None:
             return _reject("tool_call", "the request requires a tool call and none was made")
@@ -188,7 +188,7 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def _structured_output(answer: Answer, rules: ValidationRules, validator: SchemaValidator) -> Verdict:
+def _structured_output(answer: Answer, rules: ValidationRules, validator: SchemaValidator) -> AnswerVerdict:
     if not rules.json_required and not rules.schemas:
         return ACCEPTED
     text = answer.text.strip()
@@ -204,14 +204,14 @@ def _structured_output(answer: Answer, rules: ValidationRules, validator: Schema
     return ACCEPTED
 
 
-def _min_length(answer: Answer, rules: ValidationRules, _: SchemaValidator) -> Verdict:
+def _min_length(answer: Answer, rules: ValidationRules, _: SchemaValidator) -> AnswerVerdict:
     wanted = rules.min_output_chars
     if wanted is not None and len(answer.text.strip()) < wanted:
         return _reject("too_short", f"{len(answer.text.strip())} characters, at least {wanted} required")
     return ACCEPTED
 
 
-def _custom(answer: Answer, rules: ValidationRules) -> Verdict:
+def _custom(answer: Answer, rules: ValidationRules) -> AnswerVerdict:
     for check in rules.extra_checks:
         try:
             problem = check(answer)

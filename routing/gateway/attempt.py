@@ -23,7 +23,7 @@ from routing.core.error_classifier import classify_exception, classify_http_erro
 from routing.core.outcome import AttemptOutcome, ErrorClass, ended_by_client_deadline
 from routing.core.provider_limits import QuotaTicket, estimated_usage
 from routing.core.table import ModelSpec, ProviderSpec
-from routing.core.validate import ValidationRules, Verdict, validate_answer
+from routing.core.validate import AnswerVerdict, ValidationRules, validate_answer
 from routing.providers import MalformedResponse, StreamTranslator, get_adapter
 from routing.providers.embeddings import build_embeddings_request, parse_embeddings_response
 from routing.providers.errors import Inbound
@@ -62,7 +62,7 @@ class AttemptResult:
     client_body: dict[str, Any] | None = None
     answer: Answer | None = None
     usage: Usage | None = None
-    verdict: Verdict | None = None
+    verdict: AnswerVerdict | None = None
     error_body: bytes | None = None  # the upstream's error body, for relaying a client mistake
     ttfb_s: float | None = None
     usage_estimated: bool = False  # the provider reported no usage (Gemini embeddings): the gateway estimated it
@@ -183,7 +183,7 @@ async def run_json_attempt(spec: AttemptSpec) -> AttemptResult:
         outcome = AttemptOutcome.failure(
             ErrorClass.INVALID_RESPONSE, "malformed", status=response.status_code, latency_s=latency
         )
-        return AttemptResult(outcome, verdict=Verdict(ok=False, reason="malformed"), ttfb_s=ttfb)
+        return AttemptResult(outcome, verdict=AnswerVerdict(ok=False, reason="malformed"), ttfb_s=ttfb)
     verdict = validate_answer(parsed.answer, spec.rules, schema_validator=validate_instance)
     return AttemptResult(
         verdict.as_outcome(latency_s=latency, status=response.status_code),
@@ -203,8 +203,8 @@ def _embeddings_result(spec: AttemptSpec, request: EmbeddingsRequest, data: byte
                                            dimensions=request.dimensions or spec.model.dimensions)
     except MalformedResponse:
         outcome = AttemptOutcome.failure(ErrorClass.INVALID_RESPONSE, "malformed", status=status, latency_s=latency)
-        return AttemptResult(outcome, verdict=Verdict(ok=False, reason="malformed"), ttfb_s=ttfb)
-    verdict = Verdict(ok=True)
+        return AttemptResult(outcome, verdict=AnswerVerdict(ok=False, reason="malformed"), ttfb_s=ttfb)
+    verdict = AnswerVerdict(ok=True)
     return AttemptResult(verdict.as_outcome(latency_s=latency, status=status), client_body=parsed.client_body,
                          answer=Answer(finish_reason="stop"), usage=parsed.usage, verdict=verdict, ttfb_s=ttfb,
                          usage_estimated=parsed.usage_estimated)

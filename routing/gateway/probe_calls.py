@@ -23,7 +23,7 @@ from routing.core.probes import ProbeMode
 from routing.core.table import ModelSpec, ProviderSpec
 from routing.gateway.attempt import MAX_ERROR_BODY_BYTES, model_cost
 from routing.providers import MalformedResponse, TranslationError, get_adapter
-from routing.providers.base import UpstreamRequest
+from routing.providers.base import ProviderRequest
 from routing.providers.probes import completion_request, models_answer_proves, models_request
 
 PROBE_TIMEOUT_S = 10.0  # a probe is a tiny call: a provider that needs longer is not back yet
@@ -40,7 +40,7 @@ class ProbeCall:
 
 
 def build_probe(provider: ProviderSpec, model: ModelSpec, mode: ProbeMode,
-                api_key: str) -> tuple[ProbeMode, UpstreamRequest]:
+                api_key: str) -> tuple[ProbeMode, ProviderRequest]:
     """The probe's request: the models call when asked for and the format has one, else a one-token completion.
 
     Raises TranslationError when the model cannot take even that completion (it is then reported, not sent).

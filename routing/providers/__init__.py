@@ -6,8 +6,8 @@ Public API::
 
     adapter.build_request(*, provider: ProviderSpec, model: ModelSpec, body: dict,
                           inbound: "openai" | "anthropic", stream: bool, api_key: str,
-                          client_headers: Mapping[str, str] | None = None) -> UpstreamRequest
-        # UpstreamRequest(method, url, headers, json); raises CapabilityError / RequestShapeError
+                          client_headers: Mapping[str, str] | None = None) -> ProviderRequest
+        # ProviderRequest(method, url, headers, json); raises CapabilityError / RequestShapeError
         # (both TranslationError: status 400, .param = JSON path in the client's body) BEFORE sending.
         # client_headers: the client's request headers; only anthropic-beta (Anthropic client to an
         # Anthropic provider) is passed on. The request's repr hides the key.
@@ -44,7 +44,7 @@ pick the format's module by provider kind.
 from __future__ import annotations
 
 from routing.providers.anthropic.adapter import AnthropicAdapter
-from routing.providers.base import Adapter, ParsedResponse, UpstreamError, UpstreamRequest, client_wants_usage
+from routing.providers.base import Adapter, ParsedResponse, ProviderRequest, UpstreamError, client_wants_usage
 from routing.providers.bedrock.adapter import BedrockAdapter
 from routing.providers.capabilities import check_capabilities, required_capabilities
 from routing.providers.cohere.adapter import CohereAdapter
@@ -93,12 +93,12 @@ __all__ = [
     "MalformedResponse",
     "ParsedResponse",
     "ProviderError",
+    "ProviderRequest",
     "RequestShapeError",
     "StreamFailure",
     "StreamTranslator",
     "TranslationError",
     "UpstreamError",
-    "UpstreamRequest",
     "check_capabilities",
     "client_error_body",
     "client_wants_usage",

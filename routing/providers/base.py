@@ -27,8 +27,12 @@ _CONTEXT_OVERFLOW_HINTS = (
 
 
 @dataclass(frozen=True, slots=True)
-class UpstreamRequest:
-    """One HTTP request to a provider. Its repr hides the key headers, so logging it leaks nothing."""
+class ProviderRequest:
+    """What an adapter builds for a provider: method, URL, headers and the body as JSON, not yet encoded.
+
+    The gateway encodes it and adds the attempt's timeouts to make the request the HTTP seam sends
+    (``routing.clients.upstream.UpstreamRequest``). Its repr hides the key headers, so logging it leaks nothing.
+    """
 
     method: str
     url: str
@@ -37,7 +41,7 @@ class UpstreamRequest:
 
     def __repr__(self) -> str:
         shown = {k: ("********" if k.lower() in _SECRET_HEADERS else v) for k, v in self.headers.items()}
-        return f"UpstreamRequest(method={self.method!r}, url={self.url!r}, headers={shown!r})"
+        return f"ProviderRequest(method={self.method!r}, url={self.url!r}, headers={shown!r})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +107,7 @@ class Adapter:
         stream: bool,
         api_key: str,
         client_headers: Mapping[str, str] | None = None,
-    ) -> UpstreamRequest:
+    ) -> ProviderRequest:
         """The upstream request for a client body, or CapabilityError / RequestShapeError before sending.
 
         ``client_headers`` (optional, lower- or mixed-case names) lets a format forward the few client
@@ -114,7 +118,7 @@ class Adapter:
         headers = self.headers(api_key)
         if client_headers:
             headers.update(self.forwarded_headers(client_headers, inbound))
-        return UpstreamRequest("POST", self.url(provider=provider, model=model, stream=stream), headers, payload)
+        return ProviderRequest("POST", self.url(provider=provider, model=model, stream=stream), headers, payload)
 
     def parse_response(
         self, *, status: int, data: bytes, inbound: Inbound, public_model: str, created: int | None = None

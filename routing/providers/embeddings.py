@@ -2,7 +2,7 @@
 
 ::
 
-    build_embeddings_request(provider, model, request, api_key) -> UpstreamRequest   # TranslationError before sending
+    build_embeddings_request(provider, model, request, api_key) -> ProviderRequest   # TranslationError before sending
     parse_embeddings_response(kind, data, request, public_model) -> EmbeddingsAnswer  # MalformedResponse
 
 - ``openai`` (and OpenAI-compatible hosts): ``POST {base_url}/embeddings``, the body as OpenAI defines it.
@@ -34,7 +34,7 @@ from typing import Any
 from routing.core.answer import Usage
 from routing.core.embeddings import EmbeddingsRequest, encode_base64
 from routing.core.table import ModelSpec, ProviderSpec
-from routing.providers.base import UpstreamRequest, load_json_body
+from routing.providers.base import ProviderRequest, load_json_body
 from routing.providers.bedrock.embeddings import bedrock_embeddings_request, bedrock_vectors
 from routing.providers.cohere.embeddings import cohere_embeddings_request, cohere_embeddings_vectors
 from routing.providers.errors import CapabilityError, MalformedResponse
@@ -59,7 +59,7 @@ class EmbeddingsAnswer:
     usage_estimated: bool = False
 
 
-_Build = Callable[[ProviderSpec, ModelSpec, EmbeddingsRequest, str], UpstreamRequest]
+_Build = Callable[[ProviderSpec, ModelSpec, EmbeddingsRequest, str], ProviderRequest]
 _Read = Callable[[Any, int], tuple[list[list[float]], Usage | None]]
 _FORMATS: dict[str, tuple[_Build, _Read]] = {
     "openai": (openai_embeddings_request, openai_embeddings_vectors),
@@ -79,7 +79,7 @@ def serves_embeddings(kind: str) -> bool:
 
 
 def build_embeddings_request(provider: ProviderSpec, model: ModelSpec, request: EmbeddingsRequest,
-                             api_key: str) -> UpstreamRequest:
+                             api_key: str) -> ProviderRequest:
     """The upstream request; CapabilityError for a provider kind or an input the format cannot carry."""
     entry = _FORMATS.get(provider.kind)
     if entry is None:

@@ -29,14 +29,14 @@ from urllib.parse import quote
 
 from routing.core.table import ModelSpec, ProviderSpec
 from routing.providers import get_adapter
-from routing.providers.base import UpstreamRequest, join_url, load_json_body
+from routing.providers.base import ProviderRequest, join_url, load_json_body
 from routing.providers.errors import MalformedResponse
 from routing.providers.openai.presets import PRESETS
 
 PROBE_PROMPT = "ping"
 
 
-def models_request(provider: ProviderSpec, model: ModelSpec, api_key: str) -> UpstreamRequest | None:
+def models_request(provider: ProviderSpec, model: ModelSpec, api_key: str) -> ProviderRequest | None:
     """The models call for ``model`` (GET, no body); None when the format has none that proves it."""
     headers = get_adapter(provider.kind).headers(api_key)
     headers.pop("Content-Type", None)  # a GET carries no body
@@ -44,12 +44,12 @@ def models_request(provider: ProviderSpec, model: ModelSpec, api_key: str) -> Up
     if provider.kind == "openai" or provider.kind in PRESETS:
         preset = PRESETS.get(provider.kind)
         base_url = provider.base_url or (preset.base_url if preset is not None else "")
-        return UpstreamRequest("GET", join_url(base_url, "/models"), headers, {})
+        return ProviderRequest("GET", join_url(base_url, "/models"), headers, {})
     if provider.kind == "anthropic":
-        return UpstreamRequest("GET", join_url(provider.base_url, f"/models/{name}", version="/v1"), headers, {})
+        return ProviderRequest("GET", join_url(provider.base_url, f"/models/{name}", version="/v1"), headers, {})
     if provider.kind == "gemini":
         name = quote(model.upstream.removeprefix("models/"), safe="")
-        return UpstreamRequest("GET", join_url(provider.base_url, f"/models/{name}", version="/v1beta"), headers,
+        return ProviderRequest("GET", join_url(provider.base_url, f"/models/{name}", version="/v1beta"), headers,
                                {})
     return None
 
@@ -85,7 +85,7 @@ def completion_body(provider: ProviderSpec, model: ModelSpec) -> dict[str, Any]:
     return {"model": model.upstream, "messages": [{"role": "user", "content": PROBE_PROMPT}], limit: 1}
 
 
-def completion_request(provider: ProviderSpec, model: ModelSpec, api_key: str) -> UpstreamRequest:
+def completion_request(provider: ProviderSpec, model: ModelSpec, api_key: str) -> ProviderRequest:
     """The one-token completion as the format's adapter builds it."""
     return get_adapter(provider.kind).build_request(
         provider=provider, model=model, body=completion_body(provider, model), inbound="openai", stream=False,

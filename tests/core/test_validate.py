@@ -12,7 +12,7 @@ from routing.core.contracts import effective_contract
 from routing.core.outcome import ErrorClass
 from routing.core.requirements import DeclaredTool, Requirements
 from routing.core.table import ContractSpec
-from routing.core.validate import ValidationRules, Verdict, validate_answer
+from routing.core.validate import AnswerVerdict, ValidationRules, validate_answer
 from routing.schema.engine import validate_instance
 
 INVOICE = {
@@ -26,7 +26,7 @@ WEATHER = {"type": "object", "required": ["city"], "properties": {"city": {"type
 TOOLS = (DeclaredTool("get_weather", WEATHER), DeclaredTool("ping", None), DeclaredTool("sql", None, freeform=True))
 
 
-def check(answer: Answer | None, rules: ValidationRules, **kwargs: Any) -> Verdict:
+def check(answer: Answer | None, rules: ValidationRules, **kwargs: Any) -> AnswerVerdict:
     return validate_answer(answer, rules, schema_validator=validate_instance, **kwargs)
 
 

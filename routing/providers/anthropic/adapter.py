@@ -20,7 +20,7 @@ from routing.core.table import ModelSpec, ProviderSpec
 from routing.providers.anthropic.upstream_request import DEFAULT_MAX_TOKENS, openai_to_anthropic
 from routing.providers.anthropic.upstream_response import answer_from_anthropic, anthropic_to_openai_completion
 from routing.providers.anthropic.upstream_stream import AnthropicEventDecoder
-from routing.providers.base import Adapter, ParsedResponse, UpstreamRequest, join_url
+from routing.providers.base import Adapter, ParsedResponse, ProviderRequest, join_url
 from routing.providers.common.usage import usage_from_anthropic
 from routing.providers.errors import Inbound
 from routing.providers.streaming.encoding import OpenAIFrameEncoder
@@ -113,7 +113,7 @@ class AnthropicAdapter(Adapter):
         stream: bool,
         api_key: str,
         client_headers: Mapping[str, str] | None = None,
-    ) -> UpstreamRequest:
+    ) -> ProviderRequest:
         """The upstream request, with the client's ``anthropic-beta`` narrowed to the provider's allowed betas."""
         request = super().build_request(provider=provider, model=model, body=body, inbound=inbound, stream=stream,
                                         api_key=api_key)

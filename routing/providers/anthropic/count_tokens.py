@@ -16,7 +16,7 @@ from typing import Any
 
 from routing.core.table import ModelSpec, ProviderSpec
 from routing.providers.anthropic.adapter import AnthropicAdapter, beta_headers
-from routing.providers.base import UpstreamRequest, join_url, load_json_body
+from routing.providers.base import ProviderRequest, join_url, load_json_body
 from routing.providers.errors import MalformedResponse
 from routing.providers.vertex.adapter import VERTEX_ANTHROPIC_VERSION, bearer_headers, publisher_url
 
@@ -26,7 +26,7 @@ _anthropic = AnthropicAdapter()
 
 
 def build_count_tokens_request(provider: ProviderSpec, model: ModelSpec, body: Mapping[str, Any], api_key: str,
-                               client_headers: Mapping[str, str] | None = None) -> UpstreamRequest:
+                               client_headers: Mapping[str, str] | None = None) -> ProviderRequest:
     payload: dict[str, Any] = {"model": model.upstream}
     payload.update({name: body[name] for name in COUNTED_FIELDS if name in body})
     if provider.kind == "vertex_anthropic":
@@ -37,7 +37,7 @@ def build_count_tokens_request(provider: ProviderSpec, model: ModelSpec, body: M
         headers = _anthropic.headers(api_key)
         url = join_url(provider.base_url, "/messages/count_tokens", version="/v1")
     headers.update(beta_headers(client_headers, provider, "anthropic"))  # the provider's allowed betas only
-    return UpstreamRequest("POST", url, headers, payload)
+    return ProviderRequest("POST", url, headers, payload)
 
 
 def parse_count_tokens(data: bytes) -> int:

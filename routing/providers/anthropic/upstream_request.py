@@ -20,10 +20,10 @@ from typing import Any
 
 from routing.core.table import ModelSpec
 from routing.providers.common.media import ANTHROPIC_IMAGE_TYPES, guess_media_type, parse_data_url
-from routing.providers.common.reasoning import MIN_ANTHROPIC_BUDGET, budget_for_effort
+from routing.providers.common.options import asks_for_audio, max_output_tokens, stop_sequences
+from routing.providers.common.reasoning import MIN_ANTHROPIC_BUDGET, thinking_budget
 from routing.providers.common.shape import (
     as_dict,
-    as_int,
     as_list,
     as_number,
     as_str,
@@ -66,12 +66,8 @@ def openai_to_anthropic(body: Mapping[str, Any], *, model: ModelSpec) -> dict[st
     system, messages = _messages(as_list(body.get("messages"), "messages"), keep_thinking=thinking_on)
     out: dict[str, Any] = {"model": model.upstream, "messages": messages}
 
-    for key in ("max_completion_tokens", "max_tokens"):
-        if body.get(key) is not None:
-            out["max_tokens"] = as_int(body[key], key)
-            break
-    else:
-        out["max_tokens"] = model.max_output_tokens or DEFAULT_MAX_TOKENS
+    max_tokens = max_output_tokens(body)
+    out["max_tokens"] = max_tokens if max_tokens is not None else model.max_output_tokens or DEFAULT_MAX_TOKENS
     if body.get("temperature") is not None:
         temperature = as_number(body["temperature"], "temperature")
         if temperature > 1:
@@ -79,11 +75,9 @@ def openai_to_anthropic(body: Mapping[str, Any], *, model: ModelSpec) -> dict[st
         out["temperature"] = body["temperature"]
     if body.get("top_p") is not None:
         out["top_p"] = as_number(body["top_p"], "top_p")
-    stop = body.get("stop")
-    if isinstance(stop, str):
-        out["stop_sequences"] = [stop]
-    elif stop:
-        out["stop_sequences"] = [as_str(s, f"stop[{i}]") for i, s in enumerate(as_list(stop, "stop"))]
+    stop = stop_sequences(body)
+    if stop is not None:
+        out["stop_sequences"] = stop
     if body.get("tools"):
         out["tools"] = [_tool(tool, f"tools[{i}]") for i, tool in enumerate(as_list(body["tools"], "tools"))]
     _tool_choice(body, out)
@@ -104,8 +98,7 @@ def _refuse_unsupported(body: Mapping[str, Any]) -> None:
     for key in ("presence_penalty", "frequency_penalty", "logit_bias", "logprobs", "top_logprobs"):
         if is_set(body.get(key)):
             raise CapabilityError(key, f"'{key}' has no equivalent in the {_TARGET} format", key)
-    modalities = body.get("modalities")
-    if body.get("audio") is not None or (isinstance(modalities, list) and "audio" in modalities):
+    if asks_for_audio(body):
         raise CapabilityError("audio", "Anthropic cannot produce audio output", "modalities")
 
 
@@ -308,9 +301,7 @@ def _thinking(body: Mapping[str, Any], out: dict[str, Any], model: ModelSpec, *,
     if effort == "none":
         out["thinking"] = {"type": "disabled"}
         return
-    budget = budget_for_effort(as_str(effort, "reasoning_effort"))
-    if budget is None:
-        raise RequestShapeError(f"unknown reasoning_effort '{effort}'", "reasoning_effort")
+    budget = thinking_budget(effort)
     if turned_off:  # the final tool turn lost its thinking (thinking_turns): valid only with thinking off
         out["thinking"] = {"type": "disabled"}
         return

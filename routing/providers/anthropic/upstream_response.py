@@ -6,8 +6,7 @@ import json
 from typing import Any
 
 from routing.core.answer import Answer, ToolCall
-from routing.providers.common.finish_reasons import finish_from_anthropic, openai_finish
-from routing.providers.common.ids import openai_response_id
+from routing.providers.common.finish_reasons import finish_from_anthropic
 from routing.providers.common.thinking_ids import (
     REDACTED,
     THINKING,
@@ -15,8 +14,9 @@ from routing.providers.common.thinking_ids import (
     block_from_anthropic,
     id_with_thinking,
 )
-from routing.providers.common.usage import openai_usage, usage_from_anthropic
+from routing.providers.common.usage import usage_from_anthropic
 from routing.providers.errors import MalformedResponse
+from routing.providers.pivot.chat_completion import assistant_message, chat_completion, completion_choice
 
 
 def _content_blocks(message: Any) -> list[dict[str, Any]]:
@@ -73,19 +73,13 @@ def anthropic_to_openai_completion(message: Any, *, public_model: str, created: 
     the extension DeepSeek introduced and OpenAI-compatible clients read; the signed blocks themselves ride in the
     ids of the tool calls they preceded, for the next turn (thinking_ids)."""
     text, reasoning, calls = _parts(_content_blocks(message))
-    reply: dict[str, Any] = {"role": "assistant", "content": text if text or not calls else None}
-    if reasoning:
-        reply["reasoning_content"] = reasoning
-    if calls:
-        reply["tool_calls"] = [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in calls
-        ]
-    finish = finish_from_anthropic(message.get("stop_reason"))
-    return {
-        "id": openai_response_id(message.get("id")),
-        "object": "chat.completion",
-        "created": created,
-        "model": public_model,
-        "choices": [{"index": 0, "message": reply, "finish_reason": openai_finish(finish), "logprobs": None}],
-        "usage": openai_usage(usage_from_anthropic(message.get("usage"))),
-    }
+    tool_calls = [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                  for c in calls]
+    return chat_completion(
+        upstream_id=message.get("id"),
+        created=created,
+        model=public_model,
+        choices=[completion_choice(assistant_message(text, reasoning or None, tool_calls),
+                                   finish_from_anthropic(message.get("stop_reason")))],
+        usage=usage_from_anthropic(message.get("usage")),
+    )

@@ -20,18 +20,15 @@ import json
 from typing import Any
 from urllib.parse import quote
 
+from routing.core.answer import Answer, Usage
 from routing.core.table import ModelSpec, ProviderSpec
-from routing.providers.anthropic.inbound_request import anthropic_to_openai
-from routing.providers.anthropic.inbound_response import openai_to_anthropic_message
-from routing.providers.anthropic.inbound_stream import AnthropicEventEncoder
-from routing.providers.base import Adapter, ParsedResponse, UpstreamError
+from routing.providers.base import UpstreamError
 from routing.providers.bedrock.eventstream import EventStreamParser
 from routing.providers.bedrock.request import openai_to_bedrock
 from routing.providers.bedrock.response import bedrock_to_openai_completion, usage_from_bedrock
 from routing.providers.bedrock.stream import BedrockEventDecoder
-from routing.providers.errors import Inbound
-from routing.providers.streaming.encoding import OpenAIFrameEncoder
-from routing.providers.streaming.translators import StreamTranslator, TranslatingStream
+from routing.providers.pivot_adapter import PivotAdapter
+from routing.providers.streaming.decoding import ChunkDecoder
 
 
 def model_url(provider: ProviderSpec, model: ModelSpec, operation: str) -> str:
@@ -47,12 +44,11 @@ def bedrock_headers(api_key: str) -> dict[str, str]:
     return headers
 
 
-class BedrockAdapter(Adapter):
+class BedrockAdapter(PivotAdapter):
     kind = "bedrock"
 
-    def payload(self, *, model: ModelSpec, body: dict[str, Any], inbound: Inbound, stream: bool) -> dict[str, Any]:
-        pivot = anthropic_to_openai(body, model=model) if inbound == "anthropic" else body
-        return openai_to_bedrock(pivot, model=model)
+    def request_from_openai(self, body: dict[str, Any], *, model: ModelSpec, stream: bool) -> dict[str, Any]:
+        return openai_to_bedrock(body, model=model)
 
     def url(self, *, provider: ProviderSpec, model: ModelSpec, stream: bool) -> str:
         return model_url(provider, model, "converse-stream" if stream else "converse")
@@ -71,22 +67,12 @@ class BedrockAdapter(Adapter):
                 return UpstreamError(status=status, message=message)
         return super().parse_error(status=status, data=data)
 
-    def translate_response(self, data: Any, *, inbound: Inbound, public_model: str, created: int) -> ParsedResponse:
+    def completion_of(self, data: Any, *, public_model: str, created: int) -> tuple[dict[str, Any], Answer, Usage]:
         body, answer = bedrock_to_openai_completion(data, public_model=public_model, created=created)
-        usage = usage_from_bedrock(data.get("usage"))
-        if inbound == "anthropic":
-            return ParsedResponse(openai_to_anthropic_message(body, public_model=public_model), answer, usage)
-        return ParsedResponse(body, answer, usage)
+        return body, answer, usage_from_bedrock(data.get("usage"))
 
-    def translator(
-        self, *, inbound: Inbound, public_model: str, client_wants_usage: bool, created: int
-    ) -> StreamTranslator:
-        encoder: OpenAIFrameEncoder | AnthropicEventEncoder = (
-            AnthropicEventEncoder(public_model=public_model)
-            if inbound == "anthropic"
-            else OpenAIFrameEncoder(client_wants_usage=client_wants_usage)
-        )
-        return TranslatingStream(
-            inbound=inbound, decoder=BedrockEventDecoder(public_model=public_model, created=created), encoder=encoder,
-            parser=EventStreamParser(),
-        )
+    def stream_decoder(self, *, public_model: str, created: int) -> ChunkDecoder:
+        return BedrockEventDecoder(public_model=public_model, created=created)
+
+    def stream_parser(self) -> EventStreamParser:
+        return EventStreamParser()  # AWS's binary event stream, not server-sent events

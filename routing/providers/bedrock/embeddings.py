@@ -24,7 +24,7 @@ from typing import Any
 from routing.core.answer import Usage
 from routing.core.embeddings import EmbeddingsRequest
 from routing.core.table import ModelSpec, ProviderSpec
-from routing.providers.base import UpstreamRequest
+from routing.providers.base import ProviderRequest
 from routing.providers.bedrock.adapter import bedrock_headers, model_url
 from routing.providers.common.vectors import finite_vector
 from routing.providers.errors import CapabilityError, MalformedResponse
@@ -58,7 +58,7 @@ def _texts(request: EmbeddingsRequest) -> list[str]:
 
 
 def bedrock_embeddings_request(provider: ProviderSpec, model: ModelSpec, request: EmbeddingsRequest,
-                               api_key: str) -> UpstreamRequest:
+                               api_key: str) -> ProviderRequest:
     """The InvokeModel request for ``model``'s family; CapabilityError for what the family cannot take."""
     family = embedding_family(model.upstream)
     texts = _texts(request)
@@ -78,7 +78,7 @@ def bedrock_embeddings_request(provider: ProviderSpec, model: ModelSpec, request
             body["normalize"] = True
         elif request.dimensions is not None and request.dimensions != model.dimensions:
             raise CapabilityError("dimensions", f"{model.name} makes vectors of one size only", "dimensions")
-        return UpstreamRequest("POST", url, headers, body)
+        return ProviderRequest("POST", url, headers, body)
     if family == COHERE:
         if len(texts) > COHERE_MAX_TEXTS:
             raise CapabilityError("batch", f"Cohere Embed on Bedrock takes at most {COHERE_MAX_TEXTS} inputs per "
@@ -89,7 +89,7 @@ def bedrock_embeddings_request(provider: ProviderSpec, model: ModelSpec, request
                 body["output_dimension"] = request.dimensions
             elif request.dimensions != model.dimensions:
                 raise CapabilityError("dimensions", f"{model.name} makes vectors of one size only", "dimensions")
-        return UpstreamRequest("POST", url, headers, body)
+        return ProviderRequest("POST", url, headers, body)
     raise CapabilityError("embeddings", f"{model.name}: embeddings on Bedrock are translated for Amazon Titan "
                                         "(amazon.titan-embed-*) and Cohere Embed (cohere.embed-*) models", "model")
 

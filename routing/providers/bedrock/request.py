@@ -37,7 +37,8 @@ from typing import Any
 from routing.core.table import ModelSpec
 from routing.providers.anthropic.upstream_request import JSON_OBJECT_INSTRUCTION
 from routing.providers.common.media import InlineData, guess_media_type, parse_data_url
-from routing.providers.common.reasoning import MIN_ANTHROPIC_BUDGET, budget_for_effort
+from routing.providers.common.options import OptionRead, asks_for_audio, copy_options, max_output_tokens, stop_sequences
+from routing.providers.common.reasoning import MIN_ANTHROPIC_BUDGET, thinking_budget
 from routing.providers.common.shape import (
     OPENAI_CHAT_FIELDS,
     OPENAI_IGNORABLE_HINTS,
@@ -67,6 +68,7 @@ _DOCUMENT_FORMATS = {
     "application/vnd.ms-excel": "xls", "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": "xlsx",
     "text/html": "html", "text/plain": "txt", "text/markdown": "md",
 }
+_INFERENCE_OPTIONS: tuple[OptionRead, ...] = (("temperature", "temperature", as_number), ("top_p", "topP", as_number))
 _NAME_UNSAFE = re.compile(r"[^A-Za-z0-9\-()\[\] ]")
 _OPEN_SCHEMA: dict[str, Any] = {"type": "object"}
 # Default output room when thinking needs a budget and the client named no limit (Converse requires one then).
@@ -85,8 +87,7 @@ def openai_to_bedrock(body: Mapping[str, Any], *, model: ModelSpec) -> dict[str,
     for key in ("logit_bias", "logprobs", "top_logprobs", "seed", "presence_penalty", "frequency_penalty"):
         if is_set(body.get(key)):
             raise CapabilityError(key, f"'{key}' has no equivalent in the {_TARGET} format", key)
-    modalities = body.get("modalities")
-    if body.get("audio") is not None or (isinstance(modalities, list) and "audio" in modalities):
+    if asks_for_audio(body):
         raise CapabilityError("audio", "audio output is not translated for Bedrock", "modalities")
     n = body.get("n")
     if n is not None and as_int(n, "n") != 1:
@@ -97,19 +98,13 @@ def openai_to_bedrock(body: Mapping[str, Any], *, model: ModelSpec) -> dict[str,
     system, messages, used_tools = _conversation(as_list(body.get("messages"), "messages"), keep_thinking=thinking_on)
     out: dict[str, Any] = {"messages": messages}
     inference: dict[str, Any] = {}
-    for key in ("max_completion_tokens", "max_tokens"):
-        if body.get(key) is not None:
-            inference["maxTokens"] = as_int(body[key], key)
-            break
-    if body.get("temperature") is not None:
-        inference["temperature"] = as_number(body["temperature"], "temperature")
-    if body.get("top_p") is not None:
-        inference["topP"] = as_number(body["top_p"], "top_p")
-    stop = body.get("stop")
-    if isinstance(stop, str):
-        inference["stopSequences"] = [stop]
-    elif stop:
-        inference["stopSequences"] = [as_str(s, f"stop[{i}]") for i, s in enumerate(as_list(stop, "stop"))]
+    max_tokens = max_output_tokens(body)
+    if max_tokens is not None:
+        inference["maxTokens"] = max_tokens
+    copy_options(body, inference, _INFERENCE_OPTIONS)
+    stop = stop_sequences(body)
+    if stop is not None:
+        inference["stopSequences"] = stop
     extra: dict[str, Any] = {}
     if body.get("top_k") is not None:
         if not anthropic:
@@ -123,8 +118,8 @@ def openai_to_bedrock(body: Mapping[str, Any], *, model: ModelSpec) -> dict[str,
         out["toolConfig"] = tool_config
     if not anthropic or thinking_on or not thinking_requested(body):
         _thinking(body.get("reasoning_effort"), anthropic, inference, extra, tool_config, model)
-    elif budget_for_effort(as_str(body["reasoning_effort"], "reasoning_effort")) is None:
-        raise RequestShapeError(f"unknown reasoning_effort '{body['reasoning_effort']}'", "reasoning_effort")
+    else:  # thinking sent off for a final tool turn (thinking_turns): the effort word is still checked
+        thinking_budget(body["reasoning_effort"])
     if system:
         out["system"] = [{"text": text} for text in system]
     if inference:
@@ -330,9 +325,7 @@ def _thinking(effort: Any, anthropic: bool, inference: dict[str, Any], extra: di
     if not anthropic:
         raise CapabilityError("reasoning", "reasoning_effort is translated for Anthropic models on Bedrock only",
                               "reasoning_effort")
-    budget = budget_for_effort(as_str(effort, "reasoning_effort"))
-    if budget is None:
-        raise RequestShapeError(f"unknown reasoning_effort '{effort}'", "reasoning_effort")
+    budget = thinking_budget(effort)
     if tool_config is not None and "toolChoice" in tool_config:
         raise CapabilityError("tool_choice", "Anthropic models cannot be forced to call a tool while thinking",
                               "tool_choice" if tool_config["toolChoice"].get("tool", {}).get("name") != JSON_TOOL

@@ -24,13 +24,15 @@ from routing.core.answer import (
     Usage,
 )
 from routing.providers.bedrock.request import JSON_TOOL
-from routing.providers.common.finish_reasons import openai_finish
-from routing.providers.common.ids import openai_response_id
 from routing.providers.common.shape import list_or_empty, object_or_empty
 from routing.providers.common.thinking_ids import REDACTED, THINKING, ThinkingBlock, id_with_thinking
-from routing.providers.common.usage import openai_usage
 from routing.providers.errors import MalformedResponse
-from routing.providers.pivot.chat_completion import answer_from_openai
+from routing.providers.pivot.chat_completion import (
+    answer_from_openai,
+    assistant_message,
+    chat_completion,
+    completion_choice,
+)
 
 _FROM_BEDROCK = {
     "end_turn": FINISH_STOP,
@@ -118,17 +120,12 @@ def bedrock_to_openai_completion(data: Any, *, public_model: str, created: int) 
                 thinking.append(ThinkingBlock(REDACTED, content["redactedContent"]))
     text = "".join(texts)
     finish = finish_from_bedrock(data.get("stopReason"), json_answer=json_answer and not calls)
-    out_message: dict[str, Any] = {"role": "assistant", "content": text if text or not calls else None}
-    if thoughts:
-        out_message["reasoning_content"] = "".join(thoughts)
-    if calls:
-        out_message["tool_calls"] = calls
-    body = {
-        "id": openai_response_id(None),  # Converse answers carry no id (the request id is a header)
-        "object": "chat.completion",
-        "created": created,
-        "model": public_model,
-        "choices": [{"index": 0, "message": out_message, "finish_reason": openai_finish(finish), "logprobs": None}],
-        "usage": openai_usage(usage_from_bedrock(data.get("usage"))),
-    }
+    message = assistant_message(text, "".join(thoughts) if thoughts else None, calls)
+    body = chat_completion(
+        upstream_id=None,  # Converse answers carry no id (the request id is a header)
+        created=created,
+        model=public_model,
+        choices=[completion_choice(message, finish)],
+        usage=usage_from_bedrock(data.get("usage")),
+    )
     return body, dataclasses.replace(answer_from_openai(body), finish_reason=finish)

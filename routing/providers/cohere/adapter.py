@@ -11,25 +11,21 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from routing.core.answer import Answer, Usage
 from routing.core.table import ModelSpec, ProviderSpec
-from routing.providers.anthropic.inbound_request import anthropic_to_openai
-from routing.providers.anthropic.inbound_response import openai_to_anthropic_message
-from routing.providers.anthropic.inbound_stream import AnthropicEventEncoder
-from routing.providers.base import Adapter, ParsedResponse, UpstreamError, join_url
+from routing.providers.base import UpstreamError, join_url
 from routing.providers.cohere.request import openai_to_cohere
 from routing.providers.cohere.response import cohere_to_openai_completion, usage_from_cohere
 from routing.providers.cohere.stream import CohereEventDecoder
-from routing.providers.errors import Inbound
-from routing.providers.streaming.encoding import OpenAIFrameEncoder
-from routing.providers.streaming.translators import StreamTranslator, TranslatingStream
+from routing.providers.pivot_adapter import PivotAdapter
+from routing.providers.streaming.decoding import ChunkDecoder
 
 
-class CohereAdapter(Adapter):
+class CohereAdapter(PivotAdapter):
     kind = "cohere"
 
-    def payload(self, *, model: ModelSpec, body: dict[str, Any], inbound: Inbound, stream: bool) -> dict[str, Any]:
-        pivot = anthropic_to_openai(body, model=model) if inbound == "anthropic" else body
-        return openai_to_cohere(pivot, model=model, stream=stream)
+    def request_from_openai(self, body: dict[str, Any], *, model: ModelSpec, stream: bool) -> dict[str, Any]:
+        return openai_to_cohere(body, model=model, stream=stream)
 
     def url(self, *, provider: ProviderSpec, model: ModelSpec, stream: bool) -> str:
         return join_url(provider.base_url, "/chat", version="/v2")
@@ -46,21 +42,9 @@ class CohereAdapter(Adapter):
             return UpstreamError(status=status, message=body["message"])
         return super().parse_error(status=status, data=data)
 
-    def translate_response(self, data: Any, *, inbound: Inbound, public_model: str, created: int) -> ParsedResponse:
+    def completion_of(self, data: Any, *, public_model: str, created: int) -> tuple[dict[str, Any], Answer, Usage]:
         body, answer = cohere_to_openai_completion(data, public_model=public_model, created=created)
-        usage = usage_from_cohere(data.get("usage"))
-        if inbound == "anthropic":
-            return ParsedResponse(openai_to_anthropic_message(body, public_model=public_model), answer, usage)
-        return ParsedResponse(body, answer, usage)
+        return body, answer, usage_from_cohere(data.get("usage"))
 
-    def translator(
-        self, *, inbound: Inbound, public_model: str, client_wants_usage: bool, created: int
-    ) -> StreamTranslator:
-        encoder: OpenAIFrameEncoder | AnthropicEventEncoder = (
-            AnthropicEventEncoder(public_model=public_model)
-            if inbound == "anthropic"
-            else OpenAIFrameEncoder(client_wants_usage=client_wants_usage)
-        )
-        return TranslatingStream(
-            inbound=inbound, decoder=CohereEventDecoder(public_model=public_model, created=created), encoder=encoder
-        )
+    def stream_decoder(self, *, public_model: str, created: int) -> ChunkDecoder:
+        return CohereEventDecoder(public_model=public_model, created=created)

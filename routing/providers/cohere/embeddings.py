@@ -20,7 +20,7 @@ from typing import Any
 from routing.core.answer import Usage
 from routing.core.embeddings import EmbeddingsRequest
 from routing.core.table import ModelSpec, ProviderSpec
-from routing.providers.base import UpstreamRequest, join_url
+from routing.providers.base import ProviderRequest, join_url
 from routing.providers.common.vectors import finite_vector
 from routing.providers.errors import CapabilityError, MalformedResponse
 
@@ -30,7 +30,7 @@ MAX_TEXTS = 96  # Cohere's limit on texts per embed call
 
 
 def cohere_embeddings_request(provider: ProviderSpec, model: ModelSpec, request: EmbeddingsRequest,
-                              api_key: str) -> UpstreamRequest:
+                              api_key: str) -> ProviderRequest:
     texts: list[str] = []
     for i, item in enumerate(request.inputs):
         if isinstance(item, tuple):
@@ -49,7 +49,7 @@ def cohere_embeddings_request(provider: ProviderSpec, model: ModelSpec, request:
     if request.dimensions is not None:
         body["output_dimension"] = request.dimensions
     headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"}
-    return UpstreamRequest("POST", join_url(provider.base_url, "/embed", version="/v2"), headers, body)
+    return ProviderRequest("POST", join_url(provider.base_url, "/embed", version="/v2"), headers, body)
 
 
 def cohere_embeddings_vectors(data: Any, count: int) -> tuple[list[list[float]], Usage | None]:

@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from routing.core.table import ModelSpec
-from routing.providers.common.reasoning import budget_for_effort
+from routing.providers.common.options import OptionRead, asks_for_audio, copy_options, max_output_tokens, stop_sequences
+from routing.providers.common.reasoning import thinking_budget
 from routing.providers.common.shape import (
     OPENAI_CHAT_FIELDS,
     OPENAI_IGNORABLE_HINTS,
@@ -32,11 +33,13 @@ from routing.providers.errors import CapabilityError, RequestShapeError
 from routing.providers.pivot.messages import chat_messages
 
 _TARGET = "Cohere"
-_NUMBERS = (
-    ("temperature", "temperature"),
-    ("top_p", "p"),
-    ("presence_penalty", "presence_penalty"),
-    ("frequency_penalty", "frequency_penalty"),
+_OPTIONS: tuple[OptionRead, ...] = (
+    ("temperature", "temperature", as_number),
+    ("top_p", "p", as_number),
+    ("presence_penalty", "presence_penalty", as_number),
+    ("frequency_penalty", "frequency_penalty", as_number),
+    ("top_k", "k", as_int),
+    ("seed", "seed", as_int),
 )
 
 
@@ -46,8 +49,7 @@ def openai_to_cohere(body: Mapping[str, Any], *, model: ModelSpec, stream: bool)
     for key in ("logit_bias", "logprobs", "top_logprobs"):
         if is_set(body.get(key)):
             raise CapabilityError(key, f"'{key}' is not translated for {_TARGET}", key)
-    modalities = body.get("modalities")
-    if body.get("audio") is not None or (isinstance(modalities, list) and "audio" in modalities):
+    if asks_for_audio(body):
         raise CapabilityError("audio", "audio output is not translated for Cohere", "modalities")
     n = body.get("n")
     if n is not None and as_int(n, "n") != 1:
@@ -58,22 +60,13 @@ def openai_to_cohere(body: Mapping[str, Any], *, model: ModelSpec, stream: bool)
         "messages": _messages(as_list(body.get("messages"), "messages")),
         "stream": stream,
     }
-    for key, cohere_key in _NUMBERS:
-        if body.get(key) is not None:
-            out[cohere_key] = as_number(body[key], key)
-    if body.get("top_k") is not None:
-        out["k"] = as_int(body["top_k"], "top_k")
-    if body.get("seed") is not None:
-        out["seed"] = as_int(body["seed"], "seed")
-    for key in ("max_completion_tokens", "max_tokens"):
-        if body.get(key) is not None:
-            out["max_tokens"] = as_int(body[key], key)
-            break
-    stop = body.get("stop")
-    if isinstance(stop, str):
-        out["stop_sequences"] = [stop]
-    elif stop:
-        out["stop_sequences"] = [as_str(s, f"stop[{i}]") for i, s in enumerate(as_list(stop, "stop"))]
+    copy_options(body, out, _OPTIONS)
+    max_tokens = max_output_tokens(body)
+    if max_tokens is not None:
+        out["max_tokens"] = max_tokens
+    stop = stop_sequences(body)
+    if stop is not None:
+        out["stop_sequences"] = stop
     tools = [_tool(tool, f"tools[{i}]") for i, tool in enumerate(as_list(body.get("tools") or [], "tools"))]
     if tools:
         out["tools"] = tools
@@ -88,9 +81,7 @@ def openai_to_cohere(body: Mapping[str, Any], *, model: ModelSpec, stream: bool)
     if effort == "none":
         out["thinking"] = {"type": "disabled"}
     elif effort is not None:
-        budget = budget_for_effort(as_str(effort, "reasoning_effort"))
-        if budget is None:
-            raise RequestShapeError(f"unknown reasoning_effort '{effort}'", "reasoning_effort")
+        budget = thinking_budget(effort)
         out["thinking"] = {"type": "enabled", "token_budget": budget}
     return out
 

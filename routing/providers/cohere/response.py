@@ -22,12 +22,14 @@ from routing.core.answer import (
     Answer,
     Usage,
 )
-from routing.providers.common.finish_reasons import openai_finish
-from routing.providers.common.ids import openai_response_id
 from routing.providers.common.shape import list_or_empty, object_or_empty
-from routing.providers.common.usage import openai_usage
 from routing.providers.errors import MalformedResponse
-from routing.providers.pivot.chat_completion import answer_from_openai
+from routing.providers.pivot.chat_completion import (
+    answer_from_openai,
+    assistant_message,
+    chat_completion,
+    completion_choice,
+)
 
 _FROM_COHERE = {
     "COMPLETE": FINISH_STOP,
@@ -98,17 +100,12 @@ def cohere_to_openai_completion(data: Any, *, public_model: str, created: int) -
     if not text and isinstance(plan, str):
         text = plan
     finish = finish_from_cohere(data.get("finish_reason"))
-    out_message: dict[str, Any] = {"role": "assistant", "content": text if text or not calls else None}
-    if thoughts:
-        out_message["reasoning_content"] = "".join(thoughts)
-    if calls:
-        out_message["tool_calls"] = calls
-    body = {
-        "id": openai_response_id(data.get("id")),
-        "object": "chat.completion",
-        "created": created,
-        "model": public_model,
-        "choices": [{"index": 0, "message": out_message, "finish_reason": openai_finish(finish), "logprobs": None}],
-        "usage": openai_usage(usage_from_cohere(data.get("usage"))),
-    }
+    message = assistant_message(text, "".join(thoughts) if thoughts else None, calls)
+    body = chat_completion(
+        upstream_id=data.get("id"),
+        created=created,
+        model=public_model,
+        choices=[completion_choice(message, finish)],
+        usage=usage_from_cohere(data.get("usage")),
+    )
     return body, dataclasses.replace(answer_from_openai(body), finish_reason=finish)

@@ -6,6 +6,11 @@ One table for every direction, so a request that crosses formats twice lands whe
 
 from __future__ import annotations
 
+from typing import Any
+
+from routing.providers.common.shape import as_str
+from routing.providers.errors import RequestShapeError
+
 MIN_ANTHROPIC_BUDGET = 1024  # Anthropic refuses a smaller budget_tokens
 
 BUDGET_FOR_EFFORT = {
@@ -24,6 +29,15 @@ EFFORT_FROM_ANTHROPIC = {"low": "low", "medium": "medium", "high": "high", "xhig
 def budget_for_effort(effort: str) -> int | None:
     """Thinking tokens for an OpenAI ``reasoning_effort``; None for an effort word not in the table."""
     return BUDGET_FOR_EFFORT.get(effort)
+
+
+def thinking_budget(effort: Any) -> int:
+    """Thinking tokens for a client's ``reasoning_effort`` other than ``none``; RequestShapeError for a value that
+    is not an effort word in the table."""
+    budget = budget_for_effort(as_str(effort, "reasoning_effort"))
+    if budget is None:
+        raise RequestShapeError(f"unknown reasoning_effort '{effort}'", "reasoning_effort")
+    return budget
 
 
 def effort_for_budget(budget: int) -> str:

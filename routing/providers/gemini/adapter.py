@@ -12,26 +12,22 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote
 
+from routing.core.answer import Answer, Usage
 from routing.core.table import ModelSpec, ProviderSpec
-from routing.providers.anthropic.inbound_request import anthropic_to_openai
-from routing.providers.anthropic.inbound_response import openai_to_anthropic_message
-from routing.providers.anthropic.inbound_stream import AnthropicEventEncoder
-from routing.providers.base import Adapter, ParsedResponse, join_url
+from routing.providers.base import join_url
 from routing.providers.common.usage import usage_from_gemini
-from routing.providers.errors import Inbound
 from routing.providers.gemini.request import openai_to_gemini
 from routing.providers.gemini.response import gemini_to_openai_completion
 from routing.providers.gemini.stream import GeminiEventDecoder
-from routing.providers.streaming.encoding import OpenAIFrameEncoder
-from routing.providers.streaming.translators import StreamTranslator, TranslatingStream
+from routing.providers.pivot_adapter import PivotAdapter
+from routing.providers.streaming.decoding import ChunkDecoder
 
 
-class GeminiAdapter(Adapter):
+class GeminiAdapter(PivotAdapter):
     kind = "gemini"
 
-    def payload(self, *, model: ModelSpec, body: dict[str, Any], inbound: Inbound, stream: bool) -> dict[str, Any]:
-        pivot = anthropic_to_openai(body, model=model) if inbound == "anthropic" else body
-        return openai_to_gemini(pivot, model=model)
+    def request_from_openai(self, body: dict[str, Any], *, model: ModelSpec, stream: bool) -> dict[str, Any]:
+        return openai_to_gemini(body, model=model)
 
     def url(self, *, provider: ProviderSpec, model: ModelSpec, stream: bool) -> str:
         name = quote(model.upstream.removeprefix("models/"), safe="")
@@ -41,21 +37,9 @@ class GeminiAdapter(Adapter):
     def headers(self, api_key: str) -> dict[str, str]:
         return {"x-goog-api-key": api_key, "Content-Type": "application/json"}
 
-    def translate_response(self, data: Any, *, inbound: Inbound, public_model: str, created: int) -> ParsedResponse:
+    def completion_of(self, data: Any, *, public_model: str, created: int) -> tuple[dict[str, Any], Answer, Usage]:
         body, answer = gemini_to_openai_completion(data, public_model=public_model, created=created)
-        usage = usage_from_gemini(data.get("usageMetadata"))
-        if inbound == "anthropic":
-            return ParsedResponse(openai_to_anthropic_message(body, public_model=public_model), answer, usage)
-        return ParsedResponse(body, answer, usage)
+        return body, answer, usage_from_gemini(data.get("usageMetadata"))
 
-    def translator(
-        self, *, inbound: Inbound, public_model: str, client_wants_usage: bool, created: int
-    ) -> StreamTranslator:
-        encoder: OpenAIFrameEncoder | AnthropicEventEncoder = (
-            AnthropicEventEncoder(public_model=public_model)
-            if inbound == "anthropic"
-            else OpenAIFrameEncoder(client_wants_usage=client_wants_usage)
-        )
-        return TranslatingStream(
-            inbound=inbound, decoder=GeminiEventDecoder(public_model=public_model, created=created), encoder=encoder
-        )
+    def stream_decoder(self, *, public_model: str, created: int) -> ChunkDecoder:
+        return GeminiEventDecoder(public_model=public_model, created=created)

@@ -9,13 +9,13 @@ from urllib.parse import quote
 from routing.core.answer import Usage
 from routing.core.embeddings import EmbeddingsRequest
 from routing.core.table import ModelSpec, ProviderSpec
-from routing.providers.base import UpstreamRequest, join_url
+from routing.providers.base import ProviderRequest, join_url
 from routing.providers.common.vectors import finite_vector
 from routing.providers.errors import CapabilityError, MalformedResponse
 
 
 def gemini_embeddings_request(provider: ProviderSpec, model: ModelSpec, request: EmbeddingsRequest,
-                    api_key: str) -> UpstreamRequest:
+                    api_key: str) -> ProviderRequest:
     name = model.upstream.removeprefix("models/")
     entries: list[dict[str, Any]] = []
     for i, item in enumerate(request.inputs):
@@ -29,7 +29,7 @@ def gemini_embeddings_request(provider: ProviderSpec, model: ModelSpec, request:
         entries.append(entry)
     url = join_url(provider.base_url, f"/models/{quote(name, safe='')}:batchEmbedContents", version="/v1beta")
     headers = {"x-goog-api-key": api_key, "Content-Type": "application/json"}
-    return UpstreamRequest("POST", url, headers, {"requests": entries})
+    return ProviderRequest("POST", url, headers, {"requests": entries})
 
 
 def gemini_embeddings_vectors(data: Any, count: int) -> tuple[list[list[float]], Usage | None]:

@@ -14,7 +14,8 @@ from typing import Any
 
 from routing.core.table import ModelSpec
 from routing.providers.common.media import AUDIO_MEDIA_TYPES, guess_media_type, parse_data_url
-from routing.providers.common.reasoning import budget_for_effort
+from routing.providers.common.options import OptionRead, asks_for_audio, copy_options, max_output_tokens, stop_sequences
+from routing.providers.common.reasoning import thinking_budget
 from routing.providers.common.shape import (
     OPENAI_CHAT_FIELDS,
     OPENAI_IGNORABLE_HINTS,
@@ -33,13 +34,13 @@ from routing.providers.errors import CapabilityError, RequestShapeError
 from routing.providers.pivot.messages import chat_messages, merge_turn
 
 _TARGET = "Gemini"
-_GENERATION_KEYS = (
-    ("temperature", "temperature"),
-    ("top_p", "topP"),
-    ("top_k", "topK"),
-    ("seed", "seed"),
-    ("presence_penalty", "presencePenalty"),
-    ("frequency_penalty", "frequencyPenalty"),
+_GENERATION_OPTIONS: tuple[OptionRead, ...] = (
+    ("temperature", "temperature", as_number),
+    ("top_p", "topP", as_number),
+    ("top_k", "topK", as_number),
+    ("seed", "seed", as_int),
+    ("presence_penalty", "presencePenalty", as_number),
+    ("frequency_penalty", "frequencyPenalty", as_number),
 )
 
 
@@ -49,8 +50,7 @@ def openai_to_gemini(body: Mapping[str, Any], *, model: ModelSpec) -> dict[str, 
     for key in ("logit_bias", "logprobs", "top_logprobs"):
         if is_set(body.get(key)):
             raise CapabilityError(key, f"'{key}' is not translated for {_TARGET}", key)
-    modalities = body.get("modalities")
-    if body.get("audio") is not None or (isinstance(modalities, list) and "audio" in modalities):
+    if asks_for_audio(body):
         raise CapabilityError("audio", "audio output is not translated for Gemini", "modalities")
 
     system, contents = _contents(as_list(body.get("messages"), "messages"))
@@ -70,18 +70,13 @@ def openai_to_gemini(body: Mapping[str, Any], *, model: ModelSpec) -> dict[str, 
 
 def _generation_config(body: Mapping[str, Any]) -> dict[str, Any]:
     generation: dict[str, Any] = {}
-    for key, gemini_key in _GENERATION_KEYS:
-        if body.get(key) is not None:
-            generation[gemini_key] = as_number(body[key], key) if key != "seed" else as_int(body[key], key)
-    for key in ("max_completion_tokens", "max_tokens"):
-        if body.get(key) is not None:
-            generation["maxOutputTokens"] = as_int(body[key], key)
-            break
-    stop = body.get("stop")
-    if isinstance(stop, str):
-        generation["stopSequences"] = [stop]
-    elif stop:
-        generation["stopSequences"] = [as_str(s, f"stop[{i}]") for i, s in enumerate(as_list(stop, "stop"))]
+    copy_options(body, generation, _GENERATION_OPTIONS)
+    max_tokens = max_output_tokens(body)
+    if max_tokens is not None:
+        generation["maxOutputTokens"] = max_tokens
+    stop = stop_sequences(body)
+    if stop is not None:
+        generation["stopSequences"] = stop
     n = body.get("n")
     if n is not None and as_int(n, "n") != 1:
         generation["candidateCount"] = n
@@ -100,9 +95,7 @@ def _generation_config(body: Mapping[str, Any]) -> dict[str, Any]:
     if effort == "none":
         generation["thinkingConfig"] = {"thinkingBudget": 0}
     elif effort is not None:
-        budget = budget_for_effort(as_str(effort, "reasoning_effort"))
-        if budget is None:
-            raise RequestShapeError(f"unknown reasoning_effort '{effort}'", "reasoning_effort")
+        budget = thinking_budget(effort)
         generation["thinkingConfig"] = {"thinkingBudget": budget, "includeThoughts": True}
     return generation
 

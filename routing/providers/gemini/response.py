@@ -7,13 +7,17 @@ import json
 from typing import Any
 
 from routing.core.answer import FINISH_CONTENT_FILTER, Answer
-from routing.providers.common.finish_reasons import finish_from_gemini, openai_finish
-from routing.providers.common.ids import openai_response_id
+from routing.providers.common.finish_reasons import finish_from_gemini
 from routing.providers.common.shape import int_or
 from routing.providers.common.tool_call_ids import new_tool_call_id
-from routing.providers.common.usage import openai_usage, usage_from_gemini
+from routing.providers.common.usage import usage_from_gemini
 from routing.providers.errors import MalformedResponse
-from routing.providers.pivot.chat_completion import answer_from_openai
+from routing.providers.pivot.chat_completion import (
+    answer_from_openai,
+    assistant_message,
+    chat_completion,
+    completion_choice,
+)
 
 
 @dataclasses.dataclass(slots=True)
@@ -71,14 +75,8 @@ def gemini_to_openai_completion(data: Any, *, public_model: str, created: int) -
             raise MalformedResponse("a Gemini candidate is not an object")
         parts = candidate_parts(candidate)
         finish = finish_from_gemini(candidate.get("finishReason"), has_tool_calls=bool(parts.tool_calls))
-        message: dict[str, Any] = {"role": "assistant", "content": parts.text if parts.text or not parts.tool_calls
-                                   else None}
-        if parts.reasoning:
-            message["reasoning_content"] = parts.reasoning
-        if parts.tool_calls:
-            message["tool_calls"] = parts.tool_calls
-        index = int_or(candidate.get("index"), position)
-        choices.append({"index": index, "message": message, "finish_reason": openai_finish(finish), "logprobs": None})
+        message = assistant_message(parts.text, parts.reasoning or None, parts.tool_calls)
+        choices.append(completion_choice(message, finish, index=int_or(candidate.get("index"), position)))
         if first_finish is None:
             first_finish = finish
     if not choices:
@@ -86,16 +84,9 @@ def gemini_to_openai_completion(data: Any, *, public_model: str, created: int) -
         if not (isinstance(feedback, dict) and feedback.get("blockReason")):
             raise MalformedResponse("the upstream response has no candidates")
         # The prompt itself was blocked: an empty answer stopped by the content filter.
-        choices.append({"index": 0, "message": {"role": "assistant", "content": ""},
-                        "finish_reason": FINISH_CONTENT_FILTER, "logprobs": None})
+        choices.append(completion_choice(assistant_message("", None, []), FINISH_CONTENT_FILTER))
         first_finish = FINISH_CONTENT_FILTER
-    body = {
-        "id": openai_response_id(data.get("responseId")),
-        "object": "chat.completion",
-        "created": created,
-        "model": public_model,
-        "choices": choices,
-        "usage": openai_usage(usage_from_gemini(data.get("usageMetadata"))),
-    }
+    body = chat_completion(upstream_id=data.get("responseId"), created=created, model=public_model, choices=choices,
+                           usage=usage_from_gemini(data.get("usageMetadata")))
     answer = dataclasses.replace(answer_from_openai(body), finish_reason=first_finish or FINISH_CONTENT_FILTER)
     return body, answer

@@ -13,7 +13,7 @@ from urllib.parse import quote
 from routing.core.answer import Usage
 from routing.core.embeddings import EmbeddingsRequest
 from routing.core.table import ModelSpec, ProviderSpec
-from routing.providers.base import UpstreamRequest, join_url
+from routing.providers.base import ProviderRequest, join_url
 from routing.providers.common.vectors import finite_vector
 from routing.providers.errors import MalformedResponse
 from routing.providers.openai.azure_adapter import DEFAULT_API_VERSION
@@ -33,14 +33,14 @@ def openai_embeddings_body(model: ModelSpec, request: EmbeddingsRequest, *, with
 
 
 def openai_embeddings_request(provider: ProviderSpec, model: ModelSpec, request: EmbeddingsRequest,
-                    api_key: str) -> UpstreamRequest:
+                    api_key: str) -> ProviderRequest:
     headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"}
-    return UpstreamRequest("POST", join_url(provider.base_url, "/embeddings"), headers,
+    return ProviderRequest("POST", join_url(provider.base_url, "/embeddings"), headers,
                            openai_embeddings_body(model, request, with_model=True))
 
 
 def preset_embeddings_request(provider: ProviderSpec, model: ModelSpec, request: EmbeddingsRequest,
-                    api_key: str) -> UpstreamRequest:
+                    api_key: str) -> ProviderRequest:
     preset = PRESETS[provider.kind]
     headers = {"Content-Type": "application/json"}
     if api_key or preset.needs_key:
@@ -50,16 +50,16 @@ def preset_embeddings_request(provider: ProviderSpec, model: ModelSpec, request:
         body.pop("user", None)
         if "dimensions" in body:
             body["output_dimension"] = body.pop("dimensions")
-    return UpstreamRequest("POST", join_url(provider.base_url or preset.base_url, "/embeddings"), headers, body)
+    return ProviderRequest("POST", join_url(provider.base_url or preset.base_url, "/embeddings"), headers, body)
 
 
 def azure_embeddings_request(provider: ProviderSpec, model: ModelSpec, request: EmbeddingsRequest,
-                   api_key: str) -> UpstreamRequest:
+                   api_key: str) -> ProviderRequest:
     base = provider.base_url.rstrip("/").removesuffix("/openai")
     path = f"/openai/deployments/{quote(model.upstream, safe='')}/embeddings"
     url = join_url(base, path) + f"?api-version={quote(provider.api_version or DEFAULT_API_VERSION)}"
     headers = {"api-key": api_key, "Content-Type": "application/json"}
-    return UpstreamRequest("POST", url, headers, openai_embeddings_body(model, request, with_model=False))
+    return ProviderRequest("POST", url, headers, openai_embeddings_body(model, request, with_model=False))
 
 
 def openai_embeddings_vectors(data: Any, count: int) -> tuple[list[list[float]], Usage | None]:

@@ -1,13 +1,16 @@
-"""OpenAI chat completion responses, the pivot every upstream answer is read into: the Answer they carry."""
+"""OpenAI chat completion responses, the pivot every upstream answer is read into: the Answer they carry, and
+the envelope the other formats' translators build their answers in."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from routing.core.answer import Answer, ToolCall
-from routing.providers.common.finish_reasons import finish_from_openai
+from routing.core.answer import Answer, ToolCall, Usage
+from routing.providers.common.finish_reasons import finish_from_openai, openai_finish
+from routing.providers.common.ids import openai_response_id
 from routing.providers.common.shape import list_or_empty, object_or_empty
+from routing.providers.common.usage import openai_usage
 from routing.providers.errors import MalformedResponse
 
 
@@ -70,3 +73,33 @@ def answer_from_openai(body: Any) -> Answer:
         tool_calls=tool_calls_of(message),
         reasoning_text=reasoning_text(message),
     )
+
+
+def assistant_message(text: str, reasoning: str | None, tool_calls: list[dict[str, Any]]) -> dict[str, Any]:
+    """An answer as OpenAI's assistant message: ``content`` null only when tool calls stand in its place, the
+    reasoning as ``reasoning_content`` (the extension DeepSeek introduced) unless ``reasoning`` is None."""
+    message: dict[str, Any] = {"role": "assistant", "content": text if text or not tool_calls else None}
+    if reasoning is not None:
+        message["reasoning_content"] = reasoning
+    if tool_calls:
+        message["tool_calls"] = tool_calls
+    return message
+
+
+def completion_choice(message: dict[str, Any], finish: str, *, index: int = 0) -> dict[str, Any]:
+    """A choice of a chat completion, its normalised finish word as OpenAI's (``unknown`` is ``stop``)."""
+    return {"index": index, "message": message, "finish_reason": openai_finish(finish), "logprobs": None}
+
+
+def chat_completion(*, upstream_id: object, created: int, model: str, choices: list[dict[str, Any]],
+                    usage: Usage) -> dict[str, Any]:
+    """The envelope of a chat completion, in the order of OpenAI's own answers; its id is the upstream's (as a
+    ``chatcmpl-`` id) or a new one when the upstream gave none."""
+    return {
+        "id": openai_response_id(upstream_id),
+        "object": "chat.completion",
+        "created": created,
+        "model": model,
+        "choices": choices,
+        "usage": openai_usage(usage),
+    }

@@ -15,7 +15,7 @@ from typing import Any
 
 from routing.core.table import ModelSpec, ProviderSpec
 from routing.providers import get_adapter
-from routing.providers.base import ParsedResponse, UpstreamRequest, join_url, load_json_body
+from routing.providers.base import ParsedResponse, ProviderRequest, join_url, load_json_body
 from routing.providers.capabilities import check_capabilities, required_capabilities
 from routing.providers.responses_api.inbound_request import ResponsesRequest
 from routing.providers.responses_api.request_to_chat import responses_param
@@ -68,7 +68,7 @@ class ResponsesCall:
 
 
 def build_responses_request(*, provider: ProviderSpec, model: ModelSpec, call: ResponsesCall, stream: bool,
-                            api_key: str, client_headers: Mapping[str, str] | None = None) -> UpstreamRequest:
+                            api_key: str, client_headers: Mapping[str, str] | None = None) -> ProviderRequest:
     """The upstream request; CapabilityError / RequestShapeError before anything is sent.
 
     ``client_headers`` reach a translated request as they reach a chat one (the adapter passes on the few its
@@ -79,7 +79,7 @@ def build_responses_request(*, provider: ProviderSpec, model: ModelSpec, call: R
         payload = native_payload(call.request.body, upstream_model=model.upstream, conversation=call.conversation,
                                  stream=stream)
         headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"}
-        return UpstreamRequest("POST", join_url(provider.base_url, "/responses"), headers, payload)
+        return ProviderRequest("POST", join_url(provider.base_url, "/responses"), headers, payload)
     return get_adapter(provider.kind).build_request(provider=provider, model=model, body=call.chat,
                                                     inbound="openai", stream=stream, api_key=api_key,
                                                     client_headers=client_headers)

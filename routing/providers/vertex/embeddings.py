@@ -16,14 +16,14 @@ from typing import Any
 from routing.core.answer import Usage
 from routing.core.embeddings import EmbeddingsRequest
 from routing.core.table import ModelSpec, ProviderSpec
-from routing.providers.base import UpstreamRequest
+from routing.providers.base import ProviderRequest
 from routing.providers.common.vectors import finite_vector
 from routing.providers.errors import CapabilityError, MalformedResponse
 from routing.providers.vertex.adapter import bearer_headers, publisher_url
 
 
 def vertex_embeddings_request(provider: ProviderSpec, model: ModelSpec, request: EmbeddingsRequest,
-                              api_key: str) -> UpstreamRequest:
+                              api_key: str) -> ProviderRequest:
     instances: list[dict[str, Any]] = []
     for i, item in enumerate(request.inputs):
         if isinstance(item, tuple):
@@ -35,7 +35,7 @@ def vertex_embeddings_request(provider: ProviderSpec, model: ModelSpec, request:
     if request.dimensions is not None:
         body["parameters"] = {"outputDimensionality": request.dimensions}
     url = publisher_url(provider, "google", model.upstream.removeprefix("models/"), "predict")
-    return UpstreamRequest("POST", url, bearer_headers(api_key), body)
+    return ProviderRequest("POST", url, bearer_headers(api_key), body)
 
 
 def vertex_embeddings_vectors(data: Any, count: int) -> tuple[list[list[float]], Usage | None]:
