@@ -7,7 +7,7 @@ import time
 from collections import Counter
 from typing import Any
 
-from audit.event import prepare_event
+from audit.delivery.event import prepare_event
 from routing.core.outcome import AttemptOutcome, ErrorClass
 from routing.core.table import RoutingSettings, RoutingTable, TargetRef, VirtualModelSpec
 from routing.gateway.explain import explain_call
