@@ -31,13 +31,13 @@ from routing.core.table import RoutingTable
 from routing.gateway import response_cache
 from routing.gateway.attempt_loop import AttemptLoop
 from routing.gateway.categories import decide_category
+from routing.gateway.client_answer import RelayStream, finish
 from routing.gateway.gateway_error import GatewayError
 from routing.gateway.governance import admit_limits, settle_limits, settle_limits_soon
 from routing.gateway.planning import TARGET_PIN_NAMESPACE, PlanInputs, plan_targets
 from routing.gateway.policies import choose_policy, count_decision, settle_policy, unmet_error
 from routing.gateway.records import Call, Journey, Plan
 from routing.gateway.resolve import admit, request_contract
-from routing.gateway.responses import RelayStream, finish
 from routing.gateway.responses_endpoint import continue_conversation
 from routing.gateway.state import state
 from routing.gateway.tier_escalation import escalate_for_capability

@@ -18,7 +18,7 @@ from django.http import HttpResponse
 from audit.delivery.journal import encode_event
 from routing.core.table import ProviderSpec, RoutingTable
 from routing.gateway import engine
-from routing.gateway.responses import RelayStream
+from routing.gateway.client_answer import RelayStream
 from routing.gateway.state import GatewayState
 from routing.providers.errors import Inbound
 from routing.simulator import SimulatorServer

@@ -15,7 +15,7 @@ from typing import Any
 
 from routing.core.sessions import apply_tier_pin
 from routing.gateway.categories import category_verdict
-from routing.gateway.explain_embeddings import explain_embeddings
+from routing.gateway.inspection.explain_embeddings import explain_embeddings
 from routing.gateway.planning import PlanInputs, plan_targets
 from routing.gateway.policies import choose_policy, policy_view, settle_policy
 from routing.gateway.records import Call
