@@ -17,7 +17,7 @@ import re
 from collections import Counter
 from typing import Any
 
-from audit.redact import mask_secrets
+from audit.delivery.redact import mask_secrets
 
 REDACTED = "[redacted]"
 _SECRET_KEY = re.compile(r"(?i)(^|_)(api_?key|keys?|secret|token|password|passwd|authorization|credentials?)$")

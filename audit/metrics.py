@@ -34,7 +34,7 @@ OLDEST_UNDELIVERED = Gauge(
 # Exposed as 0 from the start, so that an alert on any increase works before the first drop.
 DROPPED.labels("buffer_full")
 
-# The journal (audit/journal.py): every event written, encrypted, before its answer's last bytes are sent.
+# The journal (audit/delivery/journal.py): every event written, encrypted, before its answer's last bytes are sent.
 JOURNAL_BYTES = Counter(
     "gomodel_audit_journal_bytes_total",
     "Bytes of encrypted audit events written to this process's journal, the copy that survives a SIGKILL.",

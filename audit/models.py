@@ -1,7 +1,7 @@
 """What the audit keeps: one AuditRevision per client request, its AttemptRecords, and ConfigRevisions.
 
 Rows are written by ``audit.services`` only (the Celery worker or, in the demo, the publisher thread) and
-are never changed afterwards. Free-text columns hold redacted text (see ``audit.redact``); no column ever
+are never changed afterwards. Free-text columns hold redacted text (see ``audit.delivery.redact``); no column ever
 holds a provider key or a gateway key's secret.
 
 The history pages read AuditRevision with keyset pagination on ``(created_at, id)`` descending, so every

@@ -25,7 +25,7 @@ from django.db.models import Model
 from django.utils import timezone
 
 from audit.configdiff import diff_snapshots, scrub_snapshot
-from audit.event import prepare_event
+from audit.delivery.event import prepare_event
 from audit.models import AttemptRecord, AuditRevision, ConfigRevision, UndeliverableEvent
 from audit.rollup import rollup_purge, rollup_revisions
 

@@ -54,9 +54,9 @@ def measure_round(events: int, batch: int) -> dict[str, float]:
     """One round, batch by batch: only about one batch is alive at a time, as in the publisher thread."""
     from django.conf import settings
 
-    from audit.event import prepare_event
+    from audit.delivery.event import prepare_event
+    from audit.delivery.sinks import DatabaseSink
     from audit.services import revisions_ingest
-    from audit.sinks import DatabaseSink
 
     store_bodies, max_bytes = settings.AUDIT_STORE_BODIES, settings.AUDIT_BODY_MAX_BYTES
 

@@ -1,4 +1,4 @@
-"""Micro-benchmark: what the audit journal adds to a request's ``publish`` (audit/journal.py).
+"""Micro-benchmark: what the audit journal adds to a request's ``publish`` (audit/delivery/journal.py).
 
 Run: ``.venv/bin/python bench/micro_journal.py [--events 40000] [--rate 2000] [--fsync]``
 
@@ -29,9 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from micro_publisher import EVENT, SerialisingSink, percentile
 
-from audit.journal import Journal, Keyring, encode_event, nonce
-from audit.publisher import Publisher
-from audit.spool import Spool
+from audit.delivery.journal import Journal, Keyring, encode_event, nonce
+from audit.delivery.publisher import Publisher
+from audit.delivery.spool import Spool
 
 
 def run(events: list[dict[str, Any]], *, rate: float, burst: int, journal_dir: Path | None,

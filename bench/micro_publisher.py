@@ -1,4 +1,4 @@
-"""Micro-benchmark: what ``audit.publisher.publish`` adds to a request (budget: 50 microseconds).
+"""Micro-benchmark: what ``audit.delivery.publisher.publish`` adds to a request (budget: 50 microseconds).
 
 Run: ``.venv/bin/python bench/micro_publisher.py [--events 200000] [--rate 2000]``
 
@@ -27,10 +27,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from audit import publisher as publisher_module
-from audit.event import prepare_event
-from audit.publisher import Publisher
-from audit.spool import Spool
+from audit.delivery import publisher as publisher_module
+from audit.delivery.event import prepare_event
+from audit.delivery.publisher import Publisher
+from audit.delivery.spool import Spool
 
 BUDGET_US = 50.0
 

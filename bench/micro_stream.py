@@ -9,7 +9,7 @@ chat request, with the usage chunk the gateway asks for. They are fed to the tra
 for the pair of formats, cut three ways: in one read (the instant simulator writes the whole stream at once
 and loopback delivers it whole), in 1,448-byte reads (TCP segments over Ethernet), and one upstream event
 per read (a provider that paces its chunks). Each stream runs what the gateway runs for it: the frame loop
-of ``routing/gateway/responses.py`` (translator, accumulator) as an async generator, the relay handler's
+of ``routing/gateway/client_answer.py`` (translator, accumulator) as an async generator, the relay handler's
 ``_send`` with an ASGI ``send`` that only counts, then usage, cost and the answer's validation. The ``json``
 row is the same answer as one JSON body through the adapter's ``parse_response``, validation and the client
 body's encoding: the stream's overhead is the difference.
@@ -48,7 +48,7 @@ from routing.core.answer import Usage  # noqa: E402
 from routing.core.table import ModelSpec  # noqa: E402
 from routing.core.validate import ValidationRules, validate_answer  # noqa: E402
 from routing.gateway.attempt import model_cost  # noqa: E402
-from routing.gateway.responses import RelayStream  # noqa: E402
+from routing.gateway.client_answer import RelayStream  # noqa: E402
 from routing.providers import StreamTranslator, get_adapter  # noqa: E402
 from routing.providers.base import client_wants_usage  # noqa: E402
 from routing.providers.errors import Inbound  # noqa: E402

@@ -30,7 +30,8 @@ from gomodel_site.static_files import static_files_app, static_prefix  # noqa: E
 from routing.api.django_handler import BoundedASGIHandler, ProxyASGIHandler  # noqa: E402
 from routing.api.relay_handler import RelayHandler  # noqa: E402
 from routing.config.runtime import current_table  # noqa: E402
-from routing.gateway import prober, tracing  # noqa: E402
+from routing.gateway import tracing  # noqa: E402
+from routing.gateway.background import prober  # noqa: E402
 from routing.gateway.state import state as gateway_state  # noqa: E402
 from routing.ops.shutdown import drain, start_serving, stop_gateway  # noqa: E402
 from routing.ops.startup import start_gateway  # noqa: E402
@@ -63,11 +64,12 @@ async def _lifespan(receive, send):  # type: ignore[no-untyped-def]
         if message["type"] == "lifespan.startup":
             await start_serving()
             # Follow the routing table now rather than at the first request: with REDIS_URL this starts the
-            # task that shares cooldowns, lockouts and provider-limit counts (routing/gateway/shared_sync.py),
-            # and reads the verdicts still in force (its first poll) while the server starts accepting.
+            # task that shares cooldowns, lockouts and provider-limit counts
+            # (routing/gateway/background/shared_sync.py), and reads the verdicts still in force (its first poll)
+            # while the server starts accepting.
             gateway_state.follow(current_table())
             # The background prober of cooling and locked-out targets (with REDIS_URL, one process of the
-            # cluster probes: the holder of a lease; routing/gateway/prober.py).
+            # cluster probes: the holder of a lease; routing/gateway/background/prober.py).
             prober.start(gateway_state)
             tracing.start()  # with OTEL_EXPORTER_OTLP_ENDPOINT set: this worker's exporter thread
             await send({"type": "lifespan.startup.complete"})

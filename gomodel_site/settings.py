@@ -565,8 +565,8 @@ AUDIT_FLUSH_INTERVAL = env_duration("AUDIT_FLUSH_INTERVAL", "500ms", minimum=0.0
 AUDIT_BUFFER_MAX_EVENTS = env_int("AUDIT_BUFFER_MAX_EVENTS", 50_000, minimum=100)
 AUDIT_PUBLISH_TIMEOUT = env_float("AUDIT_PUBLISH_TIMEOUT", 10.0, minimum=0.5)
 AUDIT_INGEST_RETRY_SECONDS = env_float("AUDIT_INGEST_RETRY_SECONDS", 300.0, minimum=10)
-# The audit journal (audit/journal.py): each event is written, encrypted under a key derived from SECRET_KEY, to
-# the process's journal before the client gets the answer's last bytes, so a process killed outright (SIGKILL,
+# The audit journal (audit/delivery/journal.py): each event is written, encrypted under a key derived from SECRET_KEY,
+# to the process's journal before the client gets the answer's last bytes, so a process killed outright (SIGKILL,
 # OOM) loses no audit event; the next process sharing the directory replays it. Beside the spool by default,
 # so the spool's volume holds both. AUDIT_JOURNAL_MAX_BYTES caps one process's journal (past it, events wait in
 # memory only, counted); AUDIT_JOURNAL_FSYNC adds an fdatasync per publisher batch and round (power loss).

@@ -349,7 +349,7 @@ class VirtualModelAdmin(VersionedAdmin):
 
     @admin.display(description="live target state")
     def live_state(self, obj: m.VirtualModel) -> str:
-        from routing.gateway.live_state import render_live_state
+        from routing.gateway.inspection.live_state import render_live_state
 
         if not obj.pk:
             return "Saved virtual models show their targets' state here."
@@ -576,7 +576,7 @@ def _limits_summary(obj: m.Team | m.GatewayKey) -> str:
 def _usage(scope_kind: str, obj: m.Team | m.GatewayKey) -> str:
     from routing.config.runtime import compile_limits
     from routing.core.limits import LimitScope
-    from routing.gateway.limit_view import render_usage
+    from routing.gateway.inspection.limit_view import render_usage
 
     if not obj.pk:
         return "-"

@@ -1,8 +1,8 @@
 """The admin's front page: how the gateway is doing, from the audit rollup and this process's live state.
 
 Traffic, errors, latency and cost come from ``audit.dashboard`` (the rollup, never the revisions themselves);
-target health comes from the serving process (``routing.gateway.live_state``), with cooldowns, lockouts and probes
-that other processes shared through Redis. It lives beside the admin because it joins the two: the audit app
+target health comes from the serving process (``routing.gateway.inspection.live_state``), with cooldowns, lockouts and
+probes that other processes shared through Redis. It lives beside the admin because it joins the two: the audit app
 never imports routing. The stock app list follows the dashboard on the same page.
 """
 
@@ -24,7 +24,7 @@ from audit.alerts import recent_budget_alerts
 from audit.models import BudgetAlert
 from audit.money import axis_usd, usd
 from routing.config.runtime import current_table
-from routing.gateway.live_state import target_rows
+from routing.gateway.inspection.live_state import target_rows
 from routing.gateway.state import state
 from routing.playground import SEND_PERMISSION
 

@@ -28,9 +28,9 @@ from routing.core.limits import ERROR_CODES
 from routing.core.table import ENDPOINTS, RoutingTable
 from routing.gateway import engine
 from routing.gateway.count_tokens import count_tokens as count_tokens_call
-from routing.gateway.explain import explain_call
 from routing.gateway.gateway_error import GatewayError
 from routing.gateway.governance import RequestCount
+from routing.gateway.inspection.explain import explain_call
 from routing.gateway.records import Call
 from routing.gateway.responses_endpoint import responses_call
 from routing.providers.errors import Inbound, client_error_body

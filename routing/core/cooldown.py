@@ -45,8 +45,8 @@ class BreakerClosed:
 
     target: str
     probe_started: float  # when the probe that closed it started, on the caller's clock
-    # True: a background probe (routing.gateway.prober) ended the cooldown before its end, which other processes
-    # may follow while still cooling; False: a half-open attempt after the end (routing.core.health).
+    # True: a background probe (routing.gateway.background.prober) ended the cooldown before its end, which other
+    # processes may follow while still cooling; False: a half-open attempt after the end (routing.core.health).
     early: bool = False
 
 

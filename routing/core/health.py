@@ -309,7 +309,7 @@ class TargetHealth(PeakEwmaLatency):
         self._close()
         return True
 
-    # -- background probes (routing.core.probes decides; routing.gateway.prober sends) ---------------------
+    # -- background probes (routing.core.probes decides; routing.gateway.background.prober sends) ---------------------
 
     def close_by_probe(self, probe_started: float, now: float) -> bool:
         """End the cooldown early because a background probe that started at ``probe_started`` passed.

@@ -8,7 +8,7 @@ request on purpose to lock a model out for everyone. So a live attempt's lockout
 - the key (``Call.key_scope``) that saw it avoids the target until ``ttl_s`` passes (its next requests fall back
   instead of meeting the same answer again), nobody else does;
 - it becomes a lockout for every key, in this process and (through the shared health) every other, once it is
-  confirmed: by an immediate probe with the gateway's own credentials (``routing.gateway.prober``), or by a
+  confirmed: by an immediate probe with the gateway's own credentials (``routing.gateway.background.prober``), or by a
   second key seeing the same while the first key's suspicion holds;
 - a probe that passes dismisses it: the target works with the gateway's credentials, so the request caused its
   own answer. For ``probe_spacing_s`` afterwards a new suspicion of that target is dismissed at once (and no

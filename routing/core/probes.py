@@ -1,6 +1,6 @@
 """Background health probes, the pure part: which targets to probe, with what call, and what a result does.
 
-The prober (``routing.gateway.prober``) wakes every ``PRO_ROUTING_PROBE_INTERVAL`` and asks ``plan_probes``
+The prober (``routing.gateway.background.prober``) wakes every ``PRO_ROUTING_PROBE_INTERVAL`` and asks ``plan_probes``
 which targets want a probe: those whose breaker is *cooling* (not yet half-open) because of
 
 - transient failures (5xx, overloaded, connect errors, timeouts, cut streams): a passing probe ends the cooldown

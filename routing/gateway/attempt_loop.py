@@ -9,9 +9,9 @@ A failure the request itself caused never reaches the target's health: a timeout
 cut the attempt off (``ended_by_client_deadline``), an answer refused for what the request asked of it
 (``routing.core.validate``). A 401/403/404 is first a suspicion of the gateway key that saw it
 (``routing.core.lockouts``): that key avoids the target, and a probe with the gateway's own credentials is sent
-at once (``routing.gateway.prober.confirm_soon``); it locks the target out for every key once confirmed.
+at once (``routing.gateway.background.prober.confirm_soon``); it locks the target out for every key once confirmed.
 ``_give_up`` turns the loop's last state into the client's error. A stream that produced frames, and a JSON
-answer that passed validation, are answered at once (``routing.gateway.responses``).
+answer that passed validation, are answered at once (``routing.gateway.client_answer``).
 """
 
 from __future__ import annotations
@@ -47,10 +47,10 @@ from routing.gateway.attempt import (
     start_stream_attempt,
     used_tokens,
 )
+from routing.gateway.background.prober import confirm_soon
+from routing.gateway.client_answer import count_attempt, health_view, json_response, stream_response
 from routing.gateway.gateway_error import GatewayError
-from routing.gateway.prober import confirm_soon
 from routing.gateway.records import AttemptRecord, Call, Journey
-from routing.gateway.responses import count_attempt, health_view, json_response, stream_response
 from routing.gateway.state import state
 from routing.ops import metrics
 from routing.providers import TranslationError, client_wants_usage, get_adapter

@@ -16,7 +16,7 @@ log = logging.getLogger("gomodel.audit")
 # stop the gateway at start-up, never silently switch the audit trail off.
 publish: Callable[[dict[str, Any]], None] | None = None
 if apps.is_installed("audit"):
-    from audit.publisher import publish
+    from audit.delivery.publisher import publish
 
 
 def build_event(call: Call, journey: Journey, elapsed_s: float) -> dict[str, Any]:

@@ -28,10 +28,10 @@ from routing.core.error_classifier import classify_exception, classify_http_erro
 from routing.core.features import CHARS_PER_TOKEN
 from routing.core.outcome import AttemptOutcome, ErrorClass
 from routing.core.table import ModelSpec
+from routing.gateway.client_answer import finish
 from routing.gateway.gateway_error import GatewayError
 from routing.gateway.records import AttemptRecord, Call, Journey
 from routing.gateway.resolve import admit
-from routing.gateway.responses import finish
 from routing.gateway.state import state
 from routing.providers import MalformedResponse, get_adapter
 from routing.providers.anthropic.adapter import dropped_betas_header

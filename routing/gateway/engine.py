@@ -27,17 +27,17 @@ from routing.core.embeddings import EmbeddingsRequestError, parse_embeddings_req
 from routing.core.features import extract_features
 from routing.core.ledger import canonical_json, operation_id, request_fingerprint
 from routing.core.outcome import ErrorClass
-from routing.core.table import RoutingTable
+from routing.core.table import CategoryRouteSpec, RoutingTable, TierRouteSpec
 from routing.gateway import response_cache
 from routing.gateway.attempt_loop import AttemptLoop
 from routing.gateway.categories import decide_category
+from routing.gateway.client_answer import RelayStream, finish
 from routing.gateway.gateway_error import GatewayError
 from routing.gateway.governance import admit_limits, settle_limits, settle_limits_soon
 from routing.gateway.planning import TARGET_PIN_NAMESPACE, PlanInputs, plan_targets
 from routing.gateway.policies import choose_policy, count_decision, settle_policy, unmet_error
-from routing.gateway.records import Call, Journey, Plan
-from routing.gateway.resolve import admit, request_contract
-from routing.gateway.responses import RelayStream, finish
+from routing.gateway.records import Call, CategoryDecision, Journey, Plan
+from routing.gateway.resolve import admit, route_chain
 from routing.gateway.responses_endpoint import continue_conversation
 from routing.gateway.state import state
 from routing.gateway.tier_escalation import escalate_for_capability
@@ -88,23 +88,8 @@ async def _route(call: Call, journey: Journey) -> HttpResponse | StreamingHttpRe
     cached = await response_cache.lookup(call, journey, embed=embed_for_cache)  # a hit needs no routing at all
     if cached is not None:
         return cached
-    target, route_contract = journey.requested_model, None
-    if kind == "category":
-        category_route = call.table.category_routes[target]
-        journey.category = decide_category(call, category_route)
-        target, route_contract = journey.category.target, category_route.contract
-        # A tier alias as the category's target: the tier is decided as for a request to that alias.
-        kind = "tier" if call.table.kind_of(target) == "tier" else "resolved"
-    if kind == "tier":
-        route = call.table.tier_routes[target]
-        journey.tier = await decide_tier(call, route)
-        target, route_contract = journey.tier.target, route_contract or route.contract
     try:
-        contract = await request_contract(call, target, route_contract)
-        if journey.tier is not None:  # a tier that cannot serve the request hands it to the other tier
-            route = call.table.tier_routes[journey.tier.alias]
-            contract = await escalate_for_capability(call, route, journey.tier, route_contract, contract)
-            target = journey.tier.target
+        target, contract = await route_chain(call, kind, journey.requested_model, _RequestSteps(journey))
     finally:
         if journey.tier is not None:  # by the tier used (or chosen, when the request is refused here)
             metrics.SMART_REQUESTS.labels(journey.tier.alias, journey.tier.tier).inc()
@@ -141,6 +126,30 @@ async def _route(call: Call, journey: Journey) -> HttpResponse | StreamingHttpRe
         await idempotency_store.finish(journey.operation_id, owner=call.request_id, outcome="completed",
                                        answer=journey.replay_blob)
     return response
+
+
+class _RequestSteps:
+    """The chain's steps for a real request: decisions recorded on the journey, the session pin written, counted."""
+
+    def __init__(self, journey: Journey) -> None:
+        self.journey = journey
+
+    def category(self, call: Call, route: CategoryRouteSpec) -> CategoryDecision:
+        self.journey.category = decide_category(call, route)
+        return self.journey.category
+
+    async def tier(self, call: Call, route: TierRouteSpec) -> str:
+        self.journey.tier = await decide_tier(call, route)
+        return self.journey.tier.target
+
+    async def escalate(self, call: Call, route: TierRouteSpec, target: str, route_contract: str | None,
+                       contract: EffectiveContract) -> tuple[str, EffectiveContract]:
+        decision = self.journey.tier
+        if decision is None:  # the chain escalates only after tier(), which sets it
+            return target, contract
+        route = call.table.tier_routes[decision.alias]
+        contract = await escalate_for_capability(call, route, decision, route_contract, contract)
+        return decision.target, contract
 
 
 async def embed_for_cache(call: Call, model: str, text: str) -> list[float] | None:

@@ -5,17 +5,23 @@ may use; 403 not allowed);
 ``request_contract`` decides what the request must meet once its target is known: the workload contract
 (from ``X-GoModel-Workload``, the tier route or the virtual model), merged with what the body needs, and a
 valid response schema. Both raise ``GatewayError`` exactly as the engine answers it.
+``route_chain`` runs the steps between them in their one order: a category alias to its target, a tier alias to
+its tier's target, the contract, then capability escalation; what a real request and an explanation do at each
+step differs (a request writes the session pin and counts metrics, an explanation only reads and reports), so
+each passes its own ``ChainSteps``.
 """
 
 from __future__ import annotations
 
 import asyncio
+from typing import Protocol
 
 from routing.core.contracts import EffectiveContract, effective_contract
 from routing.core.names import did_you_mean
 from routing.core.requirements import requirements_from_features
+from routing.core.table import CategoryRouteSpec, TierRouteSpec
 from routing.gateway.gateway_error import GatewayError
-from routing.gateway.records import Call
+from routing.gateway.records import Call, CategoryDecision
 from routing.schema.engine import schema_is_compiled, schema_problems
 
 WORKLOAD_HEADER = "x-gomodel-workload"
@@ -76,3 +82,41 @@ async def request_contract(call: Call, target: str, route_contract: str | None) 
             raise GatewayError(400, f"The JSON schema of the response format is invalid: {problems[0]}",
                                param="response_format", error_class="permanent")
     return effective_contract(requirements_from_features(call.features), spec)
+
+
+class ChainSteps(Protocol):
+    """What the engine and explain each do at a step of ``route_chain``."""
+
+    def category(self, call: Call, route: CategoryRouteSpec) -> CategoryDecision:
+        """The category decision for a category alias."""
+        ...
+
+    async def tier(self, call: Call, route: TierRouteSpec) -> str:
+        """Decide the tier of a tier alias; the target of the tier decided."""
+        ...
+
+    async def escalate(self, call: Call, route: TierRouteSpec, target: str, route_contract: str | None,
+                       contract: EffectiveContract) -> tuple[str, EffectiveContract]:
+        """Capability escalation of the tier decided: the target and contract to plan with."""
+        ...
+
+
+async def route_chain(call: Call, kind: str, requested: str,
+                      steps: ChainSteps) -> tuple[str, EffectiveContract]:
+    """The target and contract of a request to ``requested`` (of ``kind``, as ``admit`` answered)."""
+    target, route_contract = requested, None
+    if kind == "category":
+        category_route = call.table.category_routes[target]
+        category = steps.category(call, category_route)
+        target, route_contract = category.target, category_route.contract
+        # A tier alias as the category's target: the tier is decided as for a request to that alias.
+        kind = "tier" if call.table.kind_of(target) == "tier" else "resolved"
+    tier_route = None
+    if kind == "tier":
+        tier_route = call.table.tier_routes[target]
+        target = await steps.tier(call, tier_route)
+        route_contract = route_contract or tier_route.contract
+    contract = await request_contract(call, target, route_contract)
+    if tier_route is not None:  # a tier that cannot serve the request hands it to the other tier
+        target, contract = await steps.escalate(call, tier_route, target, route_contract, contract)
+    return target, contract

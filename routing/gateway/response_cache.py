@@ -29,9 +29,9 @@ from routing.core.cache import (
 )
 from routing.gateway import governance, stored_responses
 from routing.gateway.cache_store import answer_of, decode_entry, protocol_of, store, vectors
+from routing.gateway.client_answer import RelayStream, finish
 from routing.gateway.gateway_error import GatewayError
 from routing.gateway.records import CacheDecision, Call, Journey
-from routing.gateway.responses import RelayStream, finish
 from routing.ops import metrics
 from routing.providers import client_wants_usage
 from routing.providers.responses_api.ids import item_id

@@ -4,8 +4,8 @@ provider-limit counts.
 Everything here is in memory and bounded. With ``REDIS_URL`` set, session pins go to Redis (every worker and
 replica agrees on them), a model's provider rpm/tpm is decided in Redis for each attempt to it
 (``routing.clients.provider_quota_store``, one round trip, only for models that carry such a limit), and a
-background task (``routing.gateway.shared_sync``) shares cooldowns, lockouts and open breakers with every other
-process within a poll; latency estimates stay per process. The request path never waits for Redis for health.
+background task (``routing.gateway.background.shared_sync``) shares cooldowns, lockouts and open breakers with every
+other process within a poll; latency estimates stay per process. The request path never waits for Redis for health.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from routing.core.retry import RetryBudget, RetryPolicy
 from routing.core.selector import RoundRobinState, SelectorConfig
 from routing.core.sessions import TtlLruStore
 from routing.core.table import RoutingTable
-from routing.gateway.shared_sync import SharedSync
+from routing.gateway.background.shared_sync import SharedSync
 from routing.gateway.spend_history import spend_source
 from routing.ops import metrics
 from routing.ops.budget_alerts import BudgetAlerts
@@ -59,11 +59,11 @@ class GatewayState:
     quotas: QuotaRegistry = field(default_factory=QuotaRegistry)  # provider rpm/tpm per target
     shared: SharedSync | None = None  # the shared health task, when REDIS_URL is set
     _models: frozenset[str] = frozenset()  # the concrete models of the table followed
-    # The last background probe of each target (routing.gateway.prober), this process's or, with REDIS_URL,
+    # The last background probe of each target (routing.gateway.background.prober), this process's or, with REDIS_URL,
     # the prober's of the cluster: for the admin's live state.
     probes: dict[str, LastProbe] = field(default_factory=dict)
     # A live attempt's 401/403/404 avoided by the gateway key that saw it until it is confirmed
-    # (routing.core.lockouts), and the confirmation probes in flight by target (routing.gateway.prober).
+    # (routing.core.lockouts), and the confirmation probes in flight by target (routing.gateway.background.prober).
     lockouts: LockoutSuspicions = field(default_factory=LockoutSuspicions)
     confirming: dict[str, asyncio.Task[None]] = field(default_factory=dict)
 

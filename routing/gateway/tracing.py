@@ -1,6 +1,6 @@
 """OpenTelemetry traces of the requests (docs/observability.md): on with an OTLP endpoint, off by default.
 
-``active`` is what the request path reads at its end (``routing.gateway.responses.finish``): while tracing is off
+``active`` is what the request path reads at its end (``routing.gateway.client_answer.finish``): while tracing is off
 that one branch is its whole cost. When on, ``emit`` continues the client's ``traceparent`` (a malformed one starts a
 new trace), asks the sampler, builds the spans from the records the request already holds and hands them to the
 exporter's queue; the protobuf encoding and the post happen in the exporter's thread.

@@ -26,7 +26,7 @@ import uuid
 from django.conf import settings
 from django.db import connections
 
-from audit.publisher import publish_timeout_seconds
+from audit.delivery.publisher import publish_timeout_seconds
 from routing.core.budget_alerts import BudgetCrossing, alert_document
 from routing.ops import metrics
 from routing.ops.budget_alert_delivery import Job, deliver_step

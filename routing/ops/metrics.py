@@ -189,7 +189,7 @@ ROUTING_LATENCY_ESTIMATE = Labelled(
     )
 )
 
-# Target health shared across processes and replicas through Redis (routing/gateway/shared_sync.py).
+# Target health shared across processes and replicas through Redis (routing/gateway/background/shared_sync.py).
 SHARED_HEALTH_PUBLISHED = Labelled(
     Counter(
         "gomodel_shared_health_published_total",
@@ -213,7 +213,7 @@ SHARED_STATE_UP = Gauge(
     "1 while every worker reaches Redis for shared health and provider limits, 0 while one does not.",
     multiprocess_mode="livemin",
 )
-# Background probes of cooling and locked-out targets (routing/gateway/prober.py).
+# Background probes of cooling and locked-out targets (routing/gateway/background/prober.py).
 PROBES = Labelled(
     Counter("gomodel_probes_total", "Background probes by target and result (passed, or the failure's reason).",
             ["target", "result"])

@@ -147,7 +147,7 @@ async def start_serving() -> None:
     drain.lifespan_started = True
     install_signal_handlers(asyncio.get_running_loop(), settings.GOMODEL_SHUTDOWN_GRACE)
     if apps.is_installed("audit"):
-        from audit import publisher
+        from audit.delivery import publisher
 
         publisher.start()
     early_stop.redeliver()
@@ -159,7 +159,7 @@ async def stop_gateway() -> None:
     runtime.stop()
     if not apps.is_installed("audit"):
         return
-    from audit import publisher
+    from audit.delivery import publisher
 
     flushed = await sync_to_async(publisher.shutdown, thread_sensitive=False)()
     if flushed:

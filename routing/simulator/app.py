@@ -14,12 +14,9 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from routing.simulator.asgi_io import BodyTooLarge, Connection, Receive, Scope, Send
-from routing.simulator.bedrock_embed import serve_bedrock_embeddings
-from routing.simulator.cohere_embed import serve_cohere_embeddings
 from routing.simulator.config import SimulatorConfig, load_config
 from routing.simulator.control import ControlEndpoints
 from routing.simulator.count_tokens import serve_count_tokens
-from routing.simulator.embed import serve_embeddings
 from routing.simulator.exchange import JSON_HEADER, Exchange, admit, answer, refuse
 from routing.simulator.model_calls import answer_models
 from routing.simulator.recorder import auth_summary, masked_headers, masked_query
@@ -36,11 +33,14 @@ from routing.simulator.routes import (
     match_route,
 )
 from routing.simulator.state import SimulatorState
-from routing.simulator.vertex_embed import serve_vertex_embeddings
 from routing.simulator.wire.base import UNKNOWN_PATH, Problem, RenderContext
+from routing.simulator.wire.bedrock_embeddings import serve_bedrock_embeddings
+from routing.simulator.wire.cohere_embeddings import serve_cohere_embeddings
+from routing.simulator.wire.embeddings import serve_embeddings
+from routing.simulator.wire.vertex_embeddings import serve_vertex_embeddings
 
 SHUTDOWN = "shutdown"
-# Embedding formats answered by their own module; the rest (OpenAI, Azure, Gemini) by ``embed``.
+# Embedding formats answered by their own module; the rest (OpenAI, Azure, Gemini) by ``wire.embeddings``.
 _EMBED_SERVERS = {"vertex": serve_vertex_embeddings, "cohere": serve_cohere_embeddings,
                   "bedrock": serve_bedrock_embeddings}
 # Bodies above this size are counted but not kept, so 10,000 records of large prompts stay small.

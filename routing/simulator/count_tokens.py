@@ -13,11 +13,11 @@ import math
 from typing import Any
 
 from routing.simulator.asgi_io import Connection
-from routing.simulator.embed import admission_problem, deliver_with_faults, serve_json_endpoint
 from routing.simulator.exchange import Exchange, refuse
 from routing.simulator.routes import Route
 from routing.simulator.state import SimulatorState
 from routing.simulator.wire.base import INVALID_REQUEST, Problem
+from routing.simulator.wire.embeddings import admission_problem, deliver_with_faults, serve_json_endpoint
 
 BASE_TOKENS = 85  # a request's fixed overhead, as a system preamble would add
 _ACCEPTED = frozenset({"model", "messages", "system", "tools", "tool_choice", "thinking", "mcp_servers"})

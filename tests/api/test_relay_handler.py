@@ -16,7 +16,7 @@ from django.http import HttpResponse
 
 from routing.api import relay_handler
 from routing.api.relay_handler import RelayHandler
-from routing.gateway.responses import RelayStream
+from routing.gateway.client_answer import RelayStream
 
 
 @pytest.fixture(autouse=True)

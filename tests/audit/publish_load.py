@@ -29,7 +29,7 @@ def main() -> int:
     import django
 
     django.setup()
-    from audit import publisher
+    from audit.delivery import publisher
     from tests.audit.events import make_event
 
     progress = None

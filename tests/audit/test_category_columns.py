@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from audit import services
-from audit.event import prepare_event
+from audit.delivery.event import prepare_event
 from audit.models import AuditRevision
 from tests.audit.events import make_event
 

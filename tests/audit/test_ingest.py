@@ -12,10 +12,10 @@ from celery.exceptions import Reject
 from django.db import OperationalError
 
 from audit import services, tasks
+from audit.delivery.publisher import Publisher
+from audit.delivery.sinks import DatabaseSink
+from audit.delivery.spool import Spool
 from audit.models import AttemptRecord, AuditRevision, UndeliverableEvent
-from audit.publisher import Publisher
-from audit.sinks import DatabaseSink
-from audit.spool import Spool
 from tests.audit.events import make_event
 
 

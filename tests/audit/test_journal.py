@@ -1,5 +1,5 @@
-"""The audit journal (audit/journal.py, audit/journal_recovery.py): encrypted records, checkpoints, rotation,
-the replay of a dead process's journal (a real second process, SIGKILLed), torn and foreign files.
+"""The audit journal (audit/delivery/journal.py, audit/delivery/journal_recovery.py): encrypted records, checkpoints,
+rotation, the replay of a dead process's journal (a real second process, SIGKILLed), torn and foreign files.
 
 The publisher's sink is its own seam; a recording sink stands in for the broker (as in test_publisher.py).
 """
@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from audit import journal_recovery
-from audit.journal import HEADER_SIZE, Journal, Keyring, Mark
-from audit.journal_recovery import RecordKey, read_records, recover_one
+from audit.delivery import journal_recovery
+from audit.delivery.journal import HEADER_SIZE, Journal, Keyring, Mark
+from audit.delivery.journal_recovery import RecordKey, read_records, recover_one
 from tests.audit.events import make_event
 from tests.audit.procs import REPO
 from tests.audit.test_publisher import WAIT, RecordingSink, make_publisher, wait_until
@@ -197,7 +197,7 @@ CHILD = textwrap.dedent("""
     import sys, time
     from pathlib import Path
     sys.path.insert(0, {repo!r})
-    from audit.journal import Journal, Keyring
+    from audit.delivery.journal import Journal, Keyring
     from tests.audit.events import make_event
     journal = Journal(Path({directory!r}), Keyring([{secret!r}]))
     assert journal.start()

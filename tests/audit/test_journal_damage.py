@@ -1,5 +1,6 @@
 """A damaged audit journal file: every record that still authenticates at its place is replayed, the file is kept
-aside, and the records lost are logged and counted (audit/journal_records.py, audit/journal_recovery.py).
+aside, and the records lost are logged and counted (audit/delivery/journal_records.py,
+audit/delivery/journal_recovery.py).
 
 Real files, damaged the ways a disk or a filesystem damages them: bytes flipped inside one record, garbage over a
 record boundary, bytes inserted between records, a record cut short in the middle, a file cut short.
@@ -13,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from audit import journal_recovery
-from audit.journal import HEADER_SIZE, LENGTH, Keyring
-from audit.journal_recovery import recover_one
+from audit.delivery import journal_recovery
+from audit.delivery.journal import HEADER_SIZE, LENGTH, Keyring
+from audit.delivery.journal_recovery import recover_one
 from tests.audit.events import make_event
 from tests.audit.test_journal import SECRET, Collected, counted, started, write
 

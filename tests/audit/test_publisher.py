@@ -1,6 +1,6 @@
 """The publisher thread: batching by count and time, redaction, spooling, replay, overflow, shutdown.
 
-The sink is the publisher's own seam (audit.publisher.Sink); a recording sink stands in for the broker
+The sink is the publisher's own seam (audit.delivery.publisher.Sink); a recording sink stands in for the broker
 here. The real broker, worker and database are in test_delivery_faults.py.
 """
 
@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from audit.publisher import Publisher
-from audit.sinks import DeliveryError
-from audit.spool import Spool
+from audit.delivery.publisher import Publisher
+from audit.delivery.sinks import DeliveryError
+from audit.delivery.spool import Spool
 from tests.audit.events import make_event
 from tests.waiting import wait_for
 
@@ -245,7 +245,7 @@ def test_spool_file_names_are_unique_per_process_and_file(tmp_path: Path, count:
 
 @pytest.mark.parametrize("server_handler", [True, False])
 def test_it_takes_sigterm_only_where_nothing_else_handles_it(server_handler: bool) -> None:
-    from audit import publisher as module
+    from audit.delivery import publisher as module
 
     def servers_handler(signum: int, frame: Any) -> None:
         raise AssertionError("not called here")

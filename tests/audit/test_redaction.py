@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from audit.event import prepare_event
-from audit.redact import cap_bytes, mask_secrets, preview, sha256_hex
+from audit.delivery.event import prepare_event
+from audit.delivery.redact import cap_bytes, mask_secrets, preview, sha256_hex
 from tests.audit.events import make_event
 
 PROMPT = "Contact alice@example.com or call 0049 170 1234567; key sk-proj-abcdefghijklmnop1234 please"

@@ -15,10 +15,10 @@ import pytest
 from celery.exceptions import Reject
 
 from audit import tasks
+from audit.delivery.publisher import Publisher
+from audit.delivery.sinks import DatabaseSink
+from audit.delivery.spool import Spool
 from audit.models import AuditRevision, UndeliverableEvent
-from audit.publisher import Publisher
-from audit.sinks import DatabaseSink
-from audit.spool import Spool
 from tests.audit.events import make_event
 from tests.audit.refusing import REFUSAL_TEXT, refusing
 from tests.audit.test_delivery_faults import revisions_table_locked, spooled

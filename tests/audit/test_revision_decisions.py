@@ -21,7 +21,7 @@ from django.test import Client
 from django.urls import reverse
 
 from audit.auditors import AUDITORS_GROUP
-from audit.event import prepare_event
+from audit.delivery.event import prepare_event
 from audit.models import AuditRevision
 from audit.selectors import HistoryFilters, filtered_revisions
 from audit.services import revisions_ingest

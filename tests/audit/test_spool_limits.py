@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from audit.spool import Spool, SpoolFull, encode_batch
+from audit.delivery.spool import Spool, SpoolFull, encode_batch
 from tests.audit.events import make_event
 from tests.audit.procs import REPO
 
@@ -63,7 +63,7 @@ def test_a_cap_is_shared_by_every_process_writing_the_directory(tmp_path: Path) 
 CHILD = textwrap.dedent("""
     import json, resource, sys
     from pathlib import Path
-    from audit.spool import Spool
+    from audit.delivery.spool import Spool
     from tests.audit.events import make_event
 
     directory, limit = Path(sys.argv[1]), int(sys.argv[2])

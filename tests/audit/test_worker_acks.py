@@ -13,8 +13,8 @@ import pytest
 from celery import Celery
 
 from audit import tasks
+from audit.delivery.sinks import CelerySink
 from audit.models import AuditRevision, UndeliverableEvent
-from audit.sinks import CelerySink
 from tests.audit.events import make_event
 from tests.audit.procs import RabbitVhost, Worker, process_env
 from tests.audit.refusing import REFUSAL_TEXT, refusing
@@ -45,7 +45,7 @@ def worker(tmp_path: Path, rabbit: RabbitVhost) -> Iterator[Worker]:
 
 
 def send_batch(rabbit: RabbitVhost) -> None:
-    """One ingest_events message, published the way the gateway's publisher does (audit.sinks.CelerySink)."""
+    """One ingest_events message, published the way the gateway's publisher does (audit.delivery.sinks.CelerySink)."""
     sink = CelerySink(Celery("audit-test", broker=rabbit.url), timeout=10)
     try:
         sink.send([make_event(request_id) for request_id in BATCH])

@@ -12,8 +12,8 @@ import openai
 import pytest
 import yaml
 
-from routing.simulator.embed import embedding_vector
 from routing.simulator.server import SimulatorServer
+from routing.simulator.wire.embeddings import embedding_vector
 from tests.e2e.conftest import SIM_KEY, fresh_database, gateway_config
 from tests.gateway_process import Gateway, run_gateway
 

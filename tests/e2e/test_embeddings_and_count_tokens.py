@@ -24,8 +24,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from psycopg.rows import dict_row
 from schemathesis.generation import GenerationMode
 
-from routing.simulator.embed import embedding_vector
 from routing.simulator.server import SimulatorServer
+from routing.simulator.wire.embeddings import embedding_vector
 from tests.e2e.conftest import SIM_KEY, fresh_database, gateway_config
 from tests.gateway_process import Gateway, run_gateway
 

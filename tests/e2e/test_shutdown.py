@@ -330,7 +330,7 @@ def test_a_stream_longer_than_the_grace_is_cut_at_its_end_and_still_audited(
 def test_sigkill_loses_no_audit_event_of_an_answered_request(tmp_path: Path, database_url: str) -> None:
     """Every request whose answer - JSON, or a stream up to its [DONE] - reached the client before both workers
     were SIGKILLed has its revision once the gateway runs again: the restarted workers replay the killed ones'
-    audit journals (audit/journal.py), which hold what the publisher had not yet delivered."""
+    audit journals (audit/delivery/journal.py), which hold what the publisher had not yet delivered."""
     with simulator() as sim, contextlib.ExitStack() as cleanup:
         gateway = ProductionGateway(tmp_path, gateway_env(tmp_path, sim, database_url))
         cleanup.callback(gateway.kill_everything)

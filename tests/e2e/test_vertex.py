@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from routing.simulator.count_tokens import counted_tokens
-from routing.simulator.embed import embedding_vector
 from routing.simulator.server import SimulatorServer
+from routing.simulator.wire.embeddings import embedding_vector
 from tests.e2e.conftest import fresh_database
 from tests.gateway_process import Gateway, run_gateway
 from tests.gcp_token_server import TokenServer

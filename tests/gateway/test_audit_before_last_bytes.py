@@ -1,6 +1,6 @@
 """Every answer's audit event is handed over before the client has the answer's last bytes.
 
-The handover is where the event is written to the audit journal (audit/journal.py), so this order is what
+The handover is where the event is written to the audit journal (audit/delivery/journal.py), so this order is what
 makes a gateway killed right after an answer lose no revision of it: a JSON answer is audited before the
 engine returns it; a stream is audited before the frames that complete it (OpenAI's ``[DONE]``, Anthropic's
 ``message_stop``), whether the provider's format is the client's or is translated.
@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from django.http import HttpResponse
 
-from audit.journal import encode_event
+from audit.delivery.journal import encode_event
 from routing.core.table import ProviderSpec, RoutingTable
 from routing.gateway import engine
-from routing.gateway.responses import RelayStream
+from routing.gateway.client_answer import RelayStream
 from routing.gateway.state import GatewayState
 from routing.providers.errors import Inbound
 from routing.simulator import SimulatorServer

@@ -15,7 +15,7 @@ from routing.core.outcome import AttemptOutcome, ErrorClass
 from routing.core.probes import mode_problem, probe_mode
 from routing.core.table import ModelSpec, ProviderSpec, RoutingTable, Secret
 from routing.gateway import audit_handoff
-from routing.gateway.prober import Prober
+from routing.gateway.background.prober import Prober
 from routing.gateway.state import state
 from routing.simulator.recorder import key_fingerprint
 from routing.simulator.server import SimulatorServer

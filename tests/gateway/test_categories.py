@@ -11,7 +11,7 @@ from types import MappingProxyType
 from typing import Any
 
 from routing.core.table import CategoryRouteSpec, RoutingSettings, RoutingTable
-from routing.gateway.explain import explain_call
+from routing.gateway.inspection.explain import explain_call
 from routing.simulator import SimulatorServer
 from tests.gateway import support
 from tests.gateway.support import Reply, answer, counted, request, routing_table, run

@@ -16,7 +16,7 @@ from routing.core.limits import Limits
 from routing.core.table import KeySpec, ModelSpec, ProviderSpec, RoutingTable, Secret, TargetRef, VirtualModelSpec
 from routing.gateway.records import Call
 from routing.simulator import SimulatorServer
-from routing.simulator.embed import embedding_vector
+from routing.simulator.wire.embeddings import embedding_vector
 from tests.gateway import support
 from tests.gateway.support import answer, run
 

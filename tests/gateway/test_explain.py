@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from routing.core.table import RoutingTable
-from routing.gateway.explain import explain_call
 from routing.gateway.gateway_error import GatewayError
+from routing.gateway.inspection.explain import explain_call
 from routing.gateway.state import GatewayState
 from routing.gateway.tiers import TIER_PIN_NAMESPACE
 from routing.simulator import SimulatorServer

@@ -11,8 +11,8 @@ import pytest
 from routing.core.embeddings import parse_embeddings_request
 from routing.core.features import extract_features
 from routing.core.table import ModelSpec, ProviderSpec, RoutingTable, Secret, TargetRef, VirtualModelSpec
-from routing.gateway.explain import explain_call
 from routing.gateway.gateway_error import GatewayError
+from routing.gateway.inspection.explain import explain_call
 from routing.gateway.records import Call
 from routing.simulator import SimulatorServer
 from tests.gateway import support

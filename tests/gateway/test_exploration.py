@@ -7,10 +7,10 @@ import time
 from collections import Counter
 from typing import Any
 
-from audit.event import prepare_event
+from audit.delivery.event import prepare_event
 from routing.core.outcome import AttemptOutcome, ErrorClass
 from routing.core.table import RoutingSettings, RoutingTable, TargetRef, VirtualModelSpec
-from routing.gateway.explain import explain_call
+from routing.gateway.inspection.explain import explain_call
 from routing.gateway.state import GatewayState
 from routing.simulator import SimulatorServer
 from tests.gateway import support

@@ -13,7 +13,7 @@ from typing import Any
 
 from routing.core.limits import Limits, ScopeCounts
 from routing.core.table import KeySpec, RoutingTable, TeamSpec
-from routing.gateway.responses import RelayStream
+from routing.gateway.client_answer import RelayStream
 from routing.gateway.state import state
 from routing.models import hash_secret
 from routing.simulator import SimulatorServer

@@ -17,7 +17,7 @@ from django.utils import timezone
 from audit.models import AuditRevision
 from routing.core.limits import NANOS_PER_USD, Limits, ScopeCounts
 from routing.core.table import KeySpec, ModelSpec, ProviderSpec, RoutingTable, Secret
-from routing.gateway.responses import RelayStream
+from routing.gateway.client_answer import RelayStream
 from routing.gateway.state import state
 from routing.models import hash_secret
 from routing.simulator import SimulatorServer

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from routing.core.table import ModelSpec, ProviderSpec, RoutingTable, TargetRef, VirtualModelSpec
-from routing.gateway import live_state
+from routing.gateway.inspection import live_state
 from routing.gateway.state import state
 
 TABLE = RoutingTable.build(

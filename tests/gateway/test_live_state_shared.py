@@ -10,7 +10,7 @@ import pytest
 
 from routing.core.outcome import AttemptOutcome, ErrorClass
 from routing.core.table import ModelSpec, ProviderSpec, RoutingTable, TargetRef, VirtualModelSpec
-from routing.gateway import live_state
+from routing.gateway.inspection import live_state
 from routing.gateway.state import state
 
 TABLE = RoutingTable.build(

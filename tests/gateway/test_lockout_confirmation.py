@@ -15,7 +15,7 @@ from routing.clients import upstream
 from routing.core.outcome import AttemptOutcome, ErrorClass
 from routing.core.table import KeySpec, RoutingTable
 from routing.gateway import audit_handoff
-from routing.gateway.prober import Prober
+from routing.gateway.background.prober import Prober
 from routing.gateway.state import GatewayState, state
 from routing.models import hash_secret
 from routing.simulator import SimulatorServer

@@ -11,7 +11,7 @@ import pytest
 import redis
 
 from routing.core.table import KeySpec, RoutingTable
-from routing.gateway.shared_sync import SharedSync
+from routing.gateway.background.shared_sync import SharedSync
 from routing.gateway.state import GatewayState, state
 from routing.models import hash_secret
 from routing.simulator import SimulatorServer

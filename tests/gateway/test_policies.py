@@ -16,7 +16,7 @@ from typing import Any
 from routing.core.outcome import AttemptOutcome, ErrorClass
 from routing.core.policies import PolicySpec
 from routing.core.table import CategoryRouteSpec, RoutingTable, TargetRef, VirtualModelSpec
-from routing.gateway.explain import explain_call
+from routing.gateway.inspection.explain import explain_call
 from routing.gateway.state import GatewayState
 from routing.simulator import SimulatorServer
 from tests.gateway import support

@@ -14,9 +14,10 @@ from routing.clients import upstream
 from routing.clients.shared_state_store import HealthEntry, SharedStateStore
 from routing.core.outcome import AttemptOutcome, ErrorClass
 from routing.core.table import ModelSpec, ProviderSpec, RoutingTable, Secret, TargetRef, VirtualModelSpec
-from routing.gateway import audit_handoff, live_state
-from routing.gateway.prober import Prober
-from routing.gateway.shared_sync import BACKGROUND_PROBE, SharedSync
+from routing.gateway import audit_handoff
+from routing.gateway.background.prober import Prober
+from routing.gateway.background.shared_sync import BACKGROUND_PROBE, SharedSync
+from routing.gateway.inspection import live_state
 from routing.gateway.state import state
 from routing.simulator.server import SimulatorServer
 

@@ -21,7 +21,7 @@ import redis
 
 from routing.core.outcome import AttemptOutcome, ErrorClass
 from routing.core.table import RoutingTable, TargetRef, VirtualModelSpec
-from routing.gateway.shared_sync import SharedSync
+from routing.gateway.background.shared_sync import SharedSync
 from routing.gateway.state import GatewayState, state
 from routing.simulator import SimulatorServer
 from tests.gateway import support

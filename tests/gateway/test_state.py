@@ -8,7 +8,8 @@ from typing import Any
 
 from routing.core.outcome import AttemptOutcome, ErrorClass
 from routing.core.table import RoutingTable
-from routing.gateway import attempt_loop, engine, explain, responses, tiers
+from routing.gateway import attempt_loop, client_answer, engine, tiers
+from routing.gateway.inspection import explain
 from routing.gateway.state import GatewayState, state
 from tests.gateway import support
 
@@ -35,7 +36,7 @@ def test_it_forgets_everything_a_process_learned_and_keeps_its_identity(fresh_st
     assert fresh_state.pins is not pins
     assert asyncio.run(fresh_state.pins.get("tier", "normal|session")) is None
     # Every step of the request path holds this same object.
-    assert all(module.state is state for module in (engine, tiers, attempt_loop, responses, explain))
+    assert all(module.state is state for module in (engine, tiers, attempt_loop, client_answer, explain))
 
 
 def test_it_reads_the_settings_again(fresh_state: GatewayState, settings: Any) -> None:

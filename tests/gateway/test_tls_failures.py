@@ -19,7 +19,7 @@ import pytest
 
 from routing.core.health_config import HealthConfig
 from routing.core.table import ModelSpec, ProviderSpec, RoutingTable, Secret, TargetRef, VirtualModelSpec
-from routing.gateway import live_state
+from routing.gateway.inspection import live_state
 from routing.gateway.state import state
 from routing.simulator import SimulatorServer
 from tests.clients.http1.certificates import self_signed

@@ -15,7 +15,7 @@ import pytest
 from routing.clients import gcp_tokens, upstream
 from routing.core.outcome import AttemptOutcome, ErrorClass
 from routing.core.table import ModelSpec, ProviderSpec, RoutingTable
-from routing.gateway.prober import Prober
+from routing.gateway.background.prober import Prober
 from routing.gateway.state import state
 from routing.simulator.server import SimulatorServer
 from tests.gcp_token_server import TokenServer

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from django.test import RequestFactory
 
-from audit import publisher
+from audit.delivery import publisher
 from audit.models import AuditRevision
 from routing.api import probes
 from routing.ops import early_stop, shutdown

@@ -11,7 +11,7 @@ import httpx2 as httpx
 import pytest
 
 from routing.simulator import SimulatorServer
-from routing.simulator.embed import embedding_vector
+from routing.simulator.wire.embeddings import embedding_vector
 
 HEADERS = {"Authorization": "Bearer co-test-key"}
 

@@ -3,7 +3,7 @@ none are not, so the response cache's semantic matching is testable without a mo
 
 from __future__ import annotations
 
-from routing.simulator.embed import embedding_vector
+from routing.simulator.wire.embeddings import embedding_vector
 
 
 def cosine(a: list[float], b: list[float]) -> float:

@@ -10,7 +10,7 @@ import httpx2 as httpx
 import pytest
 
 from routing.simulator import SimulatorServer
-from routing.simulator.embed import embedding_vector
+from routing.simulator.wire.embeddings import embedding_vector
 from tests.simulator.wire_helpers import ANTHROPIC_HEADERS, AZURE_HEADERS, GEMINI_HEADERS
 
 AZURE_EMBED = "/openai/deployments/emb/embeddings?api-version=2024-10-21"

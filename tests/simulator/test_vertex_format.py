@@ -11,7 +11,7 @@ import pytest
 
 from routing.simulator import SimulatorServer
 from routing.simulator.count_tokens import counted_tokens
-from routing.simulator.embed import embedding_vector
+from routing.simulator.wire.embeddings import embedding_vector
 
 BASE = "/v1/projects/sim-project/locations/us-central1/publishers"
 BEARER = {"Authorization": "Bearer ya29.simulated-access-token"}

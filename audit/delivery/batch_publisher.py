@@ -1,7 +1,7 @@
-"""The publisher thread and its batching, spooling and replay (see ``audit.publisher`` for the overview).
+"""The publisher thread and its batching, spooling and replay (see ``audit.delivery.publisher`` for the overview).
 
 ``Publisher`` takes a sink factory and a spool, so it is built from settings in production
-(``audit.publisher.build_from_settings``) and from test doubles of the sink in tests.
+(``audit.delivery.publisher.build_from_settings``) and from test doubles of the sink in tests.
 
 Memory is bounded: at most ``max_buffer`` events wait in memory. ``publish`` does no I/O of any kind (it runs
 on the event loop); when the buffer is full it drops the event it was handed - the newest - and counts it.
@@ -9,7 +9,7 @@ That happens only when the thread cannot empty the buffer: the sink is unreachab
 (disk full, ``AUDIT_SPOOL_MAX_BYTES`` reached), or the thread is stuck far behind. The thread reports drops in
 ``gomodel_audit_events_dropped_total`` and in an error log line at most every ``DROP_LOG_SECONDS``.
 
-With a journal (``audit.journal``), ``publish`` first writes the event to it - the one I/O of the request path,
+With a journal (``audit.delivery.journal``), ``publish`` first writes the event to it - the one I/O of the request path,
 a ``pwrite`` to the page cache - and each buffered event carries its place in the journal. The buffer is
 handled in order, so once a batch is delivered or spooled the thread checkpoints the journal at the batch's
 last event. The thread also replays the journals of dead processes (at start-up, and every
@@ -25,11 +25,12 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from audit import journal_recovery, metrics
-from audit.event import prepare_event
-from audit.journal import Journal, Mark
-from audit.sinks import DeliveryError
-from audit.spool import Spool
+from audit import metrics
+from audit.delivery import journal_recovery
+from audit.delivery.event import prepare_event
+from audit.delivery.journal import Journal, Mark
+from audit.delivery.sinks import DeliveryError
+from audit.delivery.spool import Spool
 
 log = logging.getLogger("gomodel.audit")
 

@@ -1,4 +1,4 @@
-"""Replaying the journal of a gateway process that died (see ``audit.journal`` for the journal itself).
+"""Replaying the journal of a gateway process that died (see ``audit.delivery.journal`` for the journal itself).
 
 A journal file nobody holds a lock on is an orphan: its writer died (the kernel releases an ``flock`` even on
 SIGKILL) or deleted it. Whichever process sharing the directory claims it first - the same gateway after a
@@ -12,7 +12,7 @@ What cannot be read is never passed over silently:
 - a torn last record (its writer was killed while writing it, so its answer was never sent): skipped, counted
   in ``gomodel_audit_journal_torn_records_total`` and logged; the file is deleted once replayed, as usual;
 - damaged records (a damaged disk or filesystem): skipped up to the next record that authenticates at its place
-  (``audit.journal_records``), so every intact record after them is still replayed. The file is then kept aside
+  (``audit.delivery.journal_records``), so every intact record after them is still replayed. The file is then kept aside
   as ``<file>.damaged-<UTC time>`` (the newest ``KEEP_DAMAGED_FILES`` of them; older ones are deleted), the
   records lost are counted in ``gomodel_audit_journal_records_lost_total`` and one warning names their number
   and the kept file;
@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from audit import metrics
-from audit.journal import CHECKPOINT, CHECKPOINT_AT, FILE_GLOB, HEADER, HEADER_SIZE, MAGIC, VERSION, Keyring
-from audit.journal_records import RecordKey, Records, read_records
+from audit.delivery.journal import CHECKPOINT, CHECKPOINT_AT, FILE_GLOB, HEADER, HEADER_SIZE, MAGIC, VERSION, Keyring
+from audit.delivery.journal_records import RecordKey, Records, read_records
 
 __all__ = ["KEEP_DAMAGED_FILES", "RecordKey", "Records", "RecoveryResult", "orphans", "read_records", "recover_one"]
 

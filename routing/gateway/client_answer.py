@@ -248,7 +248,7 @@ class _StreamBooking:
     """Books a relayed stream's attempt and hands over its audit event, once (``settle``).
 
     A complete stream is settled before the frames that complete it are sent, so that its audit event is
-    journaled (audit/journal.py) before the client has the whole answer: a gateway killed after that loses no
+    journaled (audit/delivery/journal.py) before the client has the whole answer: a gateway killed after that loses no
     revision of it. "Complete" is the upstream's end marker (``translator.ended``: usage and answer are in),
     or the end of the upstream body for a stream that is complete without one. Any other stream is settled
     when it ends, fails or the client goes away."""

@@ -1,20 +1,20 @@
 """The audit publisher: the request path hands over one event and returns; a thread does the rest.
 
-``publish(event)`` writes the event, encrypted, to the process's journal (``audit.journal``: one ``pwrite`` to
+``publish(event)`` writes the event, encrypted, to the process's journal (``audit.delivery.journal``: one ``pwrite`` to
 the page cache, so that a SIGKILL loses nothing the request path handed over; see bench/micro_journal.py),
 appends it to an in-memory deque and wakes the publisher thread only when a batch is full. The request path
 publishes before the answer's last bytes are sent. The thread:
 
 1. batches events by count (``AUDIT_BATCH_SIZE``) and by time (``AUDIT_FLUSH_INTERVAL``);
-2. validates and redacts each event (``audit.event.prepare_event``) - raw prompts never leave the process in clear
-   (the journal holds them encrypted);
+2. validates and redacts each event (``audit.delivery.event.prepare_event``) - raw prompts never leave the process in
+   clear (the journal holds them encrypted);
 3. delivers each batch through its sink: one Celery task per batch, or, without ``CELERY_BROKER_URL``, an
    insert with the ORM;
-4. when delivery fails, appends the batch to the spool (``audit.spool``) and stops trying the sink until a
+4. when delivery fails, appends the batch to the spool (``audit.delivery.spool``) and stops trying the sink until a
    cheap probe succeeds again (backing off from 1 s to 15 s), then replays the spool, oldest file first.
    It also replays at start-up, so a restarted gateway sends what a crashed one spooled;
 5. checkpoints the journal once a batch is delivered or spooled, and replays the journals of dead processes
-   (at start-up, then every 30 s) from their checkpoints (``audit.journal_recovery``).
+   (at start-up, then every 30 s) from their checkpoints (``audit.delivery.journal_recovery``).
 
 The buffer is bounded (``AUDIT_BUFFER_MAX_EVENTS``): the thread spools whatever the sink does not take, so
 the buffer fills only when the spool refuses too (disk full, ``AUDIT_SPOOL_MAX_BYTES``); then ``publish`` drops
@@ -38,9 +38,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from audit.batch_publisher import DEFAULT_SHUTDOWN_SECONDS, Publisher, Sink
-from audit.journal import Journal, Keyring
-from audit.spool import Spool
+from audit.delivery.batch_publisher import DEFAULT_SHUTDOWN_SECONDS, Publisher, Sink
+from audit.delivery.journal import Journal, Keyring
+from audit.delivery.spool import Spool
 
 __all__ = ["Publisher", "Sink", "build_from_settings", "flush", "publish", "shutdown", "start", "stats"]
 
@@ -68,7 +68,7 @@ def build_from_settings() -> Publisher:
     """A Publisher configured from Django settings (Celery sink when CELERY_BROKER_URL is set)."""
     from django.conf import settings
 
-    from audit.sinks import CelerySink, DatabaseSink
+    from audit.delivery.sinks import CelerySink, DatabaseSink
 
     def sink_factory() -> Sink:
         if settings.CELERY_BROKER_URL:

@@ -2,7 +2,7 @@
 
 The body is ``{"instances": [{"content": text, "task_type"?: ...}, ...], "parameters": {"outputDimensionality":
 N}?}``; the answer ``{"predictions": [{"embeddings": {"values": [...], "statistics": {"token_count": n,
-"truncated": false}}}], "metadata": {"billableCharacterCount": c}}``, each vector the one ``embed`` derives for
+"truncated": false}}}], "metadata": {"billableCharacterCount": c}}``, each vector the one ``embeddings`` derives for
 the model and text (so it equals the other formats' vector for the same input), token counts at about four
 characters a token, as a float the way Vertex writes them.
 """
@@ -13,17 +13,17 @@ import json
 from typing import Any
 
 from routing.simulator.asgi_io import Connection
-from routing.simulator.embed import (
+from routing.simulator.exchange import Exchange, refuse
+from routing.simulator.routes import Route
+from routing.simulator.state import SimulatorState
+from routing.simulator.wire.base import INVALID_REQUEST, Problem
+from routing.simulator.wire.embeddings import (
     MAX_DIMENSIONS,
     admission_problem,
     deliver_with_faults,
     embedding_vector,
     serve_json_endpoint,
 )
-from routing.simulator.exchange import Exchange, refuse
-from routing.simulator.routes import Route
-from routing.simulator.state import SimulatorState
-from routing.simulator.wire.base import INVALID_REQUEST, Problem
 
 
 async def serve_vertex_embeddings(state: SimulatorState, conn: Connection, route: Route, headers: dict[str, str],

@@ -1,4 +1,4 @@
-"""Answering the client (routing.gateway.responses): relayed streams, their usage and outcome, JSON extras.
+"""Answering the client (routing.gateway.client_answer): relayed streams, their usage and outcome, JSON extras.
 
 A stream is committed to once its first frames exist; what it cost, how it ended and whether it passed
 validation are booked when it ends, fails or the client goes away. Each case reads the frames as the relay
@@ -14,7 +14,7 @@ from typing import Any
 
 from routing.core.table import RoutingTable
 from routing.gateway import engine
-from routing.gateway.responses import RelayStream
+from routing.gateway.client_answer import RelayStream
 from routing.gateway.state import GatewayState
 from routing.simulator import SimulatorServer
 from tests.gateway import support

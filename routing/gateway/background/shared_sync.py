@@ -10,9 +10,9 @@ What is shared, and how:
   (``interval_s``, 200 ms) and adopts it. Adoption never shortens a cooldown (the later end wins), and a
   close is applied only where the breaker's own cooldown is already over and the probe started after the
   latest failure this process holds (``TargetHealth.adopt_close``).
-* **Background probes** (``routing.gateway.prober``, one process of the cluster). A probe that ends a cooldown
-  early is written as a ``close`` with the reason ``background_probe``; the other processes close too, even while
-  their own cooldown runs, unless a 429 holds it there or a newer failure arrived (``TargetHealth.
+* **Background probes** (``routing.gateway.background.prober``, one process of the cluster). A probe that ends a
+  cooldown early is written as a ``close`` with the reason ``background_probe``; the other processes close too, even
+  while their own cooldown runs, unless a 429 holds it there or a newer failure arrived (``TargetHealth.
   adopt_probe_close``). Each probe's result is written as a ``probe`` entry, so every process's admin page shows
   the last probe of a target whichever process sent it.
 * **Not shared:** latency estimates, attempts in flight, probe slots: each process measures its own.

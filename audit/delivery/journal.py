@@ -13,7 +13,7 @@ that loss to the last round (one flush interval) whatever the thread's backlog.
 The publisher thread checkpoints the journal once the events up to a record are delivered or spooled (the spool
 is durable itself), rotates a full file and deletes a file whose every record is checkpointed, so the journal
 holds about what is in memory. Recovery - a dead process's journal replayed from its checkpoint - is in
-``audit.journal_recovery``.
+``audit.delivery.journal_recovery``.
 
 Raw prompts never reach the disk in clear: every record is encrypted under a key derived (HKDF-SHA256) from
 the gateway's ``SECRET_KEY`` (``DJANGO_SECRET_KEY``), which every replica shares, so a restarted process can

@@ -9,9 +9,9 @@ it); a 429's breaker is never probed.
 
 One prober per process, or with ``REDIS_URL`` one per cluster: the process that holds the Redis lease
 (``routing.clients.probe_lease``) probes; it renews the lease on every wake-up and another process takes over
-within a lease (at most 15 s) when it stops. The others still see every verdict (``routing.gateway.shared_sync``
-carries the early close and each probe's result). While Redis is unreachable every process probes its own
-targets, as it then keeps its own health.
+within a lease (at most 15 s) when it stops. The others still see every verdict
+(``routing.gateway.background.shared_sync`` carries the early close and each probe's result). While Redis is
+unreachable every process probes its own targets, as it then keeps its own health.
 
 Each probe is counted (``gomodel_probes_total{target,result}``), shown in the admin's live state (last probe
 time and result), priced when it is a completion (``gomodel_cost_usd_total`` by target,
@@ -62,9 +62,9 @@ from routing.core.probes import (
 )
 from routing.core.table import RoutingTable
 from routing.gateway import audit_handoff
-from routing.gateway.probe_calls import ProbeCall, send_probe
+from routing.gateway.background.probe_calls import ProbeCall, send_probe
+from routing.gateway.background.shared_sync import process_origin
 from routing.gateway.records import usage_dict
-from routing.gateway.shared_sync import process_origin
 from routing.gateway.state import GatewayState
 from routing.ops import metrics
 

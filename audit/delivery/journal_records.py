@@ -1,4 +1,4 @@
-"""Reading the records of an audit journal file (``audit.journal``), past damaged ones.
+"""Reading the records of an audit journal file (``audit.delivery.journal``), past damaged ones.
 
 Each record is sealed with AES-GCM under its file's key, with the offset it was written at as the nonce. So a
 frame that authenticates as "the record written at offset n" is exactly that record: nobody without the key can
@@ -36,12 +36,12 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from audit.journal import HEADER_SIZE, LENGTH, TAG_BYTES, decode_event, nonce
+from audit.delivery.journal import HEADER_SIZE, LENGTH, TAG_BYTES, decode_event, nonce
 
 log = logging.getLogger("gomodel.audit")
 
 MIN_SEALED = 1 + TAG_BYTES  # a plaintext holds at least its format byte
-FORMATS = frozenset(b"mj")  # the first byte of every plaintext (audit.journal.encode_event)
+FORMATS = frozenset(b"mj")  # the first byte of every plaintext (audit.delivery.journal.encode_event)
 FIRST_BLOCK_COUNTER = (2).to_bytes(4, "big")  # GCM encrypts the first plaintext block with counter 2
 # Longer than any record the gateway writes (an event is a few kB; bodies are capped by AUDIT_BODY_MAX_BYTES): a
 # length prefix past it was damaged, not torn. Only the estimate of what was lost uses it, never the reading.

@@ -13,13 +13,15 @@ import random
 import time
 from typing import Any
 
+from routing.core.contracts import EffectiveContract
 from routing.core.sessions import apply_tier_pin
+from routing.core.table import CategoryRouteSpec, TierRouteSpec
 from routing.gateway.categories import category_verdict
-from routing.gateway.explain_embeddings import explain_embeddings
+from routing.gateway.inspection.explain_embeddings import explain_embeddings
 from routing.gateway.planning import PlanInputs, plan_targets
 from routing.gateway.policies import choose_policy, policy_view, settle_policy
-from routing.gateway.records import Call
-from routing.gateway.resolve import admit, request_contract
+from routing.gateway.records import Call, CategoryDecision
+from routing.gateway.resolve import admit, route_chain
 from routing.gateway.responses_endpoint import continue_conversation
 from routing.gateway.state import GatewayState, state
 from routing.gateway.tier_escalation import CAPABILITY, capable_route
@@ -29,8 +31,8 @@ from routing.gateway.tiers import TIER_PIN_NAMESPACE, verdict_for
 async def explain_call(call: Call) -> dict[str, Any]:
     """The verdict and candidate ranking a real request with this body and these headers would get.
 
-    The same ``admit`` and ``request_contract`` steps as the engine decide access (403), unknown names (404)
-    and unknown workloads (400), so an explanation never shows what the request itself would be refused.
+    The same ``admit`` and ``route_chain`` as the engine decide access (403), unknown names (404), unknown
+    workloads (400) and the target, so an explanation never shows what the request itself would be refused.
     """
     table = call.table
     requested = call.features.model
@@ -40,45 +42,10 @@ async def explain_call(call: Call) -> dict[str, Any]:
     policy = choose_policy(call)
     out: dict[str, Any] = {"model": requested, "kind": kind, "config_version": table.version,
                            "endpoint": call.endpoint}
-    target, route_contract = requested, None
     session = call.session
     if embeddings is None:  # embeddings keep no session (the engine's _plan says why)
         out["session"] = {"source": session.source}
-    if kind == "category":
-        category_route = table.category_routes[requested]
-        category = category_verdict(call, category_route)
-        out["category"] = {**category.as_event(),
-                           "long_context_tokens": table.settings.category_long_context_tokens}
-        target, route_contract = category.target, category_route.contract
-        # A tier alias as the category's target is explained as a request to that alias.
-        kind = "tier" if table.kind_of(target) == "tier" else "resolved"
-    if kind == "tier":
-        route = table.tier_routes[target]
-        decision = verdict_for(call, route)
-        pinned = await state.pins.get(TIER_PIN_NAMESPACE, f"{route.alias}|{session.value}")
-        pin = apply_tier_pin(decision.tier, pinned)
-        out["tier"] = {
-            **decision.as_event(),
-            "threshold": table.settings.smart_routing_threshold,
-            "verdict_tier": decision.tier,
-            "tier": pin.tier,
-            "target": route.hard if pin.tier == "hard" else route.easy,
-            "pin_before": pinned,
-            "pinned": pin.pinned,
-            "escalated": pin.escalated,
-            "enabled": table.settings.smart_routing_enabled,
-        }
-        target = out["tier"]["target"]
-        route_contract = route_contract or route.contract
-    contract = await request_contract(call, target, route_contract)
-    tier = out.get("tier")
-    if tier is not None and tier["enabled"]:  # capability escalation, as the engine applies it
-        route = table.tier_routes[tier["alias"]]
-        verdict, contract = await capable_route(call, route, tier["tier"], route_contract, contract)
-        if verdict.escalated:
-            target = route.hard if verdict.tier == "hard" else route.easy
-            tier.update(tier=verdict.tier, target=target, escalation=CAPABILITY,
-                        capability_missing={t: list(gap) for t, gap in verdict.missing.items()})
+    target, contract = await route_chain(call, kind, requested, _ExplainSteps(out))
     shadow = GatewayState(health=state.health, round_robin=copy.deepcopy(state.round_robin),
                           rng=random.Random(0),  # noqa: S311 - a copy for ranking, not cryptography
                           selector_config=state.selector_config, quotas=state.quotas)  # read, never counted
@@ -104,6 +71,52 @@ async def explain_call(call: Call) -> dict[str, Any]:
     if plan.retry_after_s is not None:
         out["all_cooling_retry_after_s"] = plan.retry_after_s
     return out
+
+
+class _ExplainSteps:
+    """The chain's steps for an explanation: the session pin read, never written, nothing counted, and each
+    decision reported in ``out`` with what led to it (the verdict before the pin, the threshold, the pin)."""
+
+    def __init__(self, out: dict[str, Any]) -> None:
+        self.out = out
+
+    def category(self, call: Call, route: CategoryRouteSpec) -> CategoryDecision:
+        category = category_verdict(call, route)
+        self.out["category"] = {**category.as_event(),
+                                "long_context_tokens": call.table.settings.category_long_context_tokens}
+        return category
+
+    async def tier(self, call: Call, route: TierRouteSpec) -> str:
+        settings = call.table.settings
+        decision = verdict_for(call, route)
+        pinned = await state.pins.get(TIER_PIN_NAMESPACE, f"{route.alias}|{call.session.value}")
+        pin = apply_tier_pin(decision.tier, pinned)
+        self.out["tier"] = {
+            **decision.as_event(),
+            "threshold": settings.smart_routing_threshold,
+            "verdict_tier": decision.tier,
+            "tier": pin.tier,
+            "target": route.hard if pin.tier == "hard" else route.easy,
+            "pin_before": pinned,
+            "pinned": pin.pinned,
+            "escalated": pin.escalated,
+            "enabled": settings.smart_routing_enabled,
+        }
+        target: str = self.out["tier"]["target"]
+        return target
+
+    async def escalate(self, call: Call, route: TierRouteSpec, target: str, route_contract: str | None,
+                       contract: EffectiveContract) -> tuple[str, EffectiveContract]:
+        tier = self.out["tier"]
+        if not tier["enabled"]:  # capability escalation, as the engine applies it
+            return target, contract
+        route = call.table.tier_routes[tier["alias"]]
+        verdict, contract = await capable_route(call, route, tier["tier"], route_contract, contract)
+        if verdict.escalated:
+            target = route.hard if verdict.tier == "hard" else route.easy
+            tier.update(tier=verdict.tier, target=target, escalation=CAPABILITY,
+                        capability_missing={t: list(gap) for t, gap in verdict.missing.items()})
+        return target, contract
 
 
 def _exploration_targets(selection: dict[str, Any]) -> list[str]:

@@ -4,7 +4,7 @@ The body is ``{"model", "texts": [...], "input_type", "embedding_types"?: ["floa
 "truncate"?}``; ``input_type`` is required, as it is for Cohere's v3 and v4 models. The answer is
 ``{"id", "embeddings": {"<type>": [[...], ...]}, "texts", "meta": {"api_version": {"version": "2"},
 "billed_units": {"input_tokens": n}}, "response_type": "embeddings_by_type"}``: one list per asked type
-(``float``, ``int8``, ``uint8``, ``base64``; ``float`` when none is asked), each vector the one ``embed``
+(``float``, ``int8``, ``uint8``, ``base64``; ``float`` when none is asked), each vector the one ``embeddings``
 derives for the model and text, so it equals the other formats' vector for the same input. Token counts are
 about four characters a token. Errors are Cohere's ``{"id", "message"}``.
 """
@@ -17,17 +17,17 @@ import struct
 from typing import Any
 
 from routing.simulator.asgi_io import Connection
-from routing.simulator.embed import (
+from routing.simulator.exchange import Exchange, refuse
+from routing.simulator.routes import Route
+from routing.simulator.state import SimulatorState
+from routing.simulator.wire.base import INVALID_REQUEST, Problem
+from routing.simulator.wire.embeddings import (
     MAX_DIMENSIONS,
     admission_problem,
     deliver_with_faults,
     embedding_vector,
     serve_json_endpoint,
 )
-from routing.simulator.exchange import Exchange, refuse
-from routing.simulator.routes import Route
-from routing.simulator.state import SimulatorState
-from routing.simulator.wire.base import INVALID_REQUEST, Problem
 
 INPUT_TYPES = ("search_document", "search_query", "classification", "clustering", "image")
 EMBEDDING_TYPES = ("float", "int8", "uint8", "base64")  # binary and ubinary are not simulated

@@ -4,7 +4,7 @@ The model id's family decides the body (``wire.bedrock.embedding_inputs``): Amaz
 (``{"inputText", "dimensions"?, "normalize"?}``, one text; answer ``{"embedding", "embeddingsByType",
 "inputTextTokenCount"}``) or Cohere Embed (``{"texts", "input_type", "embedding_types"?, "output_dimension"?}``,
 up to 96 texts; answer ``{"id", "embeddings", "texts", "response_type"}``, without token counts, as on Bedrock).
-Each vector is the one ``embed`` derives for the model and text. Authentication and errors are the Bedrock
+Each vector is the one ``embeddings`` derives for the model and text. Authentication and errors are the Bedrock
 wire's (SigV4 or a bearer API key; ``{"message"}`` with ``x-amzn-ErrorType``).
 """
 
@@ -14,11 +14,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from routing.simulator.asgi_io import Connection
-from routing.simulator.embed import admission_problem, deliver_with_faults, embedding_vector, serve_json_endpoint
 from routing.simulator.exchange import Exchange, refuse
 from routing.simulator.routes import Route
 from routing.simulator.state import SimulatorState
 from routing.simulator.wire.base import INVALID_REQUEST, Problem, RequestError, dumps
+from routing.simulator.wire.embeddings import (
+    admission_problem,
+    deliver_with_faults,
+    embedding_vector,
+    serve_json_endpoint,
+)
 
 
 async def serve_bedrock_embeddings(state: SimulatorState, conn: Connection, route: Route, headers: dict[str, str],

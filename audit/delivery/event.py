@@ -17,7 +17,7 @@ import time
 import uuid
 from typing import Any
 
-from audit.redact import mask_secrets, redact_bodies
+from audit.delivery.redact import mask_secrets, redact_bodies
 
 MAX_SIGNALS = 64
 MAX_CANDIDATES = 64

@@ -1,0 +1,1 @@
+"""The gateway's background tasks: probes of cooling and locked-out targets and target health shared through Redis."""
