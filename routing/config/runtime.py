@@ -32,9 +32,9 @@ from routing.core.table import (
     KeySpec,
     ModelSpec,
     ProviderSpec,
-    RoutingSettings,
     RoutingTable,
     Secret,
+    SettingsInForce,
     TargetRef,
     TeamSpec,
     TierRouteSpec,
@@ -54,7 +54,7 @@ def _timestamp(value: datetime | None) -> float | None:
     return None if value is None else value.timestamp()
 
 
-def compile_settings(row: m.RoutingSettings | None) -> RoutingSettings:
+def compile_settings(row: m.RoutingSettings | None) -> SettingsInForce:
     """Environment values as defaults, admin overrides on top."""
 
     # An unsaved row holds every field empty (None, or "" for the objective): all environment values.
@@ -63,7 +63,7 @@ def compile_settings(row: m.RoutingSettings | None) -> RoutingSettings:
     def pick(value: _T | None, default: _T) -> _T:
         return default if value is None or value == "" else value
 
-    return RoutingSettings(
+    return SettingsInForce(
         smart_routing_enabled=bool(pick(row.smart_routing_enabled, settings.PRO_SMART_ROUTING_ENABLED)),
         smart_routing_threshold=int(pick(row.smart_routing_threshold, settings.PRO_SMART_ROUTING_THRESHOLD)),
         smart_routing_session_ttl_s=float(
