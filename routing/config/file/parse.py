@@ -29,7 +29,7 @@ from routing.config.file.checks import (
     _Checker,
     _num,
 )
-from routing.config.file.contract import _parse_contract
+from routing.config.file.contracts import _parse_contract
 from routing.config.file.model_prices import catalogue_fill, parse_prices_as_of
 from routing.config.file.policies import parse_routing_policies
 from routing.config.file.schema import SECTIONS, SETTINGS_FIELDS, ConfigError
