@@ -574,7 +574,7 @@ def _limits_summary(obj: m.Team | m.GatewayKey) -> str:
 
 
 def _usage(scope_kind: str, obj: m.Team | m.GatewayKey) -> str:
-    from routing.config.runtime import compile_limits
+    from routing.config.file.teams import compile_limits
     from routing.core.limits import LimitScope
     from routing.gateway.limit_view import render_usage
 
@@ -671,7 +671,7 @@ class RoutingSettingsAdmin(VersionedAdmin):
         return False
 
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
-        from routing.config.runtime import compile_settings
+        from routing.config.file.routing_settings import compile_settings
 
         values = compile_settings(m.RoutingSettings.objects.filter(pk=1).first())
         rows = [(f, getattr(values, f)) for f in values.__dataclass_fields__]
@@ -679,7 +679,7 @@ class RoutingSettingsAdmin(VersionedAdmin):
 
     @admin.display(description="values in force (environment defaults with these overrides)")
     def in_force(self, obj: m.RoutingSettings) -> str:
-        from routing.config.runtime import compile_settings
+        from routing.config.file.routing_settings import compile_settings
 
         values = compile_settings(obj if obj.pk else None)
         rows = format_html_join(

@@ -13,7 +13,7 @@ from django.test import Client, override_settings
 
 from routing import models as m
 from routing.config.file import ConfigError, parse_config
-from routing.config.runtime import compile_settings
+from routing.config.file.routing_settings import compile_settings
 from routing.core.selector import SelectorConfig
 from routing.core.table import SettingsInForce
 from tests.gateway_process import ROOT

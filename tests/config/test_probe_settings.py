@@ -14,7 +14,8 @@ from django.test import Client, override_settings
 from routing import models as m
 from routing.config.file import ConfigError, dump_config, parse_config
 from routing.config.file.apply import apply_config
-from routing.config.runtime import compile_settings, compile_table
+from routing.config.file.routing_settings import compile_settings
+from routing.config.runtime import compile_table
 from routing.core.table import SettingsInForce
 from tests.gateway_process import ROOT
 

@@ -4,8 +4,9 @@ The canonical form leaves out values equal to their defaults, so ``dump -> load 
 loading the same file twice changes nothing. Errors name the path of the offending entry, e.g.
 ``virtual_models[2].targets[0].model: unknown model "x"``.
 
-Modules: ``schema`` (sections, settings fields, ConfigError), ``checks`` and ``contract`` (field checks),
-``parse`` (read and check the file), ``apply`` (write it to the database), ``dump`` (read it back out).
+One module per section holds its parse, apply, dump and compile (``providers``, ``provider_models``,
+``contracts``, ``virtual_models``, ``tier_routes``, ``category_routes``, ``policies``, ``teams``, ``caches``,
+``routing_settings``); ``parse``, ``apply`` and ``dump`` run them in order.
 This package re-exports their public names, so ``from routing.config.file import X`` keeps working.
 """
 
@@ -14,7 +15,8 @@ from __future__ import annotations
 from routing.config.file.apply import ApplyResult, apply_config
 from routing.config.file.dump import dump_config, dump_yaml
 from routing.config.file.parse import parse_config, read_config_file
-from routing.config.file.schema import SECTIONS, SETTINGS_FIELDS, ConfigError
+from routing.config.file.routing_settings import SETTINGS_FIELDS
+from routing.config.file.schema import SECTIONS, ConfigError
 
 __all__ = [
     "SECTIONS",

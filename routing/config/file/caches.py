@@ -26,7 +26,7 @@ from django.db.models import F
 from routing import models as m
 from routing.config import versioning
 from routing.config.file.checks import _check_bool, _check_duplicates, _check_unknown_keys, _Checker
-from routing.core.cache import SCOPES
+from routing.core.cache import SCOPES, CacheSpec, SemanticSpec
 from routing.core.durations import parse_duration
 
 SECTION = "caches"
@@ -193,6 +193,7 @@ def purge_generations() -> dict[str, int]:
     return dict(m.ResponseCache.objects.filter(generation__gt=0).order_by("id").values_list("model", "generation"))
 
 
+
 def purge_caches(names: Collection[str] | None, *, author: str, source: str) -> list[str]:
     """Make every kept answer of ``names`` (None: every cache) unreachable: bump their generation, which is in every
     key, as one configuration change every process follows within a poll. The names purged; ValueError naming a
@@ -207,3 +208,10 @@ def purge_caches(names: Collection[str] | None, *, author: str, source: str) -> 
         versioning.mark_dirty()  # an update() sends no post_save
         versioning.flush()
     return purged
+
+def compile_caches() -> list[CacheSpec]:
+    return [CacheSpec(name=row.model, ttl_s=float(row.ttl_seconds), scope=row.scope,  # type: ignore[arg-type]
+                      generation=row.generation, enabled=row.enabled,
+                      semantic=SemanticSpec(row.semantic_embeddings, float(row.semantic_threshold))
+                      if row.semantic_embeddings else None)
+            for row in m.ResponseCache.objects.all()]
