@@ -37,7 +37,8 @@ from routing.admin_pickers import (
     target_names,
 )
 from routing.config import graph_check, versioning
-from routing.config.file.caches import configured_embedders, format_ttl, purge_caches
+from routing.config.cache_purge import purge_caches
+from routing.config.file.caches import configured_embedders, format_ttl
 from routing.core.categories import CATEGORIES, strength_tag_problem
 from routing.core.embeddings import embedding_field_problems
 from routing.core.names import did_you_mean

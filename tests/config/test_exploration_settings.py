@@ -12,8 +12,9 @@ import pytest
 from django.test import Client, override_settings
 
 from routing import models as m
-from routing.config.file import ConfigError, parse_config
+from routing.config.file.parse import parse_config
 from routing.config.file.routing_settings import compile_settings
+from routing.config.file.schema import ConfigError
 from routing.core.selector import SelectorConfig
 from routing.core.table import SettingsInForce
 from tests.gateway_process import ROOT

@@ -12,6 +12,7 @@ from typing import Any
 
 from django.db import transaction
 
+from routing.config import versioning
 from routing.config.file.caches import apply_caches
 from routing.config.file.category_routes import apply_category_routes, prune_category_routes
 from routing.config.file.contracts import apply_contracts, contract_rows, prune_contracts
@@ -37,8 +38,6 @@ def apply_config(canonical: Mapping[str, Any], *, author: str, prune: bool = Fal
     Entries in the file are created or updated; entries not in the file stay unless ``prune`` is set. When
     the result equals what was there before, nothing is written and the version does not move.
     """
-    from routing.config import versioning
-
     with transaction.atomic(), versioning.config_author(author, source="file"):
         before = dump_config()
         _apply(canonical, before, prune=prune)
