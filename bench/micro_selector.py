@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from routing.core.health import HealthConfig, TargetHealth
 from routing.core.outcome import AttemptOutcome, ErrorClass
 from routing.core.selector import Candidate, RoundRobinState, SelectorConfig, select
-from routing.core.table import RoutingSettings
+from routing.core.table import SettingsInForce
 
 BUDGET_US = 10.0
 NOW = 1_000.0
@@ -37,7 +37,7 @@ def build_candidates(count: int, *, unhealthy: bool, cold: int = 0) -> tuple[Can
     ``cold`` have a single latency sample (cold start)."""
     config = HealthConfig()
     healths = [TargetHealth(f"provider{index}/model", config) for index in range(count)]
-    samples = RoutingSettings().cold_start_observations
+    samples = SettingsInForce().cold_start_observations
     for index, health in enumerate(healths):
         for _ in range(1 if index >= count - cold else samples):
             health.record(AttemptOutcome.success(0.2 + 0.05 * index), NOW - 5.0)
@@ -65,7 +65,7 @@ def main() -> int:
     args = parser.parse_args()
 
     rng = random.Random(7)
-    config = SelectorConfig.from_settings(RoutingSettings())
+    config = SelectorConfig.from_settings(SettingsInForce())
     rows = []
     for unhealthy, cold in ((False, 0), (True, 0), (False, 2)):
         candidates = build_candidates(args.targets, unhealthy=unhealthy, cold=cold)

@@ -37,7 +37,8 @@ from routing.admin_pickers import (
     target_names,
 )
 from routing.config import graph_check, versioning
-from routing.config.file.caches import configured_embedders, format_ttl, purge_caches
+from routing.config.cache_purge import purge_caches
+from routing.config.file.caches import configured_embedders, format_ttl
 from routing.core.categories import CATEGORIES, strength_tag_problem
 from routing.core.embeddings import embedding_field_problems
 from routing.core.names import did_you_mean
@@ -574,7 +575,7 @@ def _limits_summary(obj: m.Team | m.GatewayKey) -> str:
 
 
 def _usage(scope_kind: str, obj: m.Team | m.GatewayKey) -> str:
-    from routing.config.runtime import compile_limits
+    from routing.config.file.teams import compile_limits
     from routing.core.limits import LimitScope
     from routing.gateway.inspection.limit_view import render_usage
 
@@ -671,7 +672,7 @@ class RoutingSettingsAdmin(VersionedAdmin):
         return False
 
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
-        from routing.config.runtime import compile_settings
+        from routing.config.file.routing_settings import compile_settings
 
         values = compile_settings(m.RoutingSettings.objects.filter(pk=1).first())
         rows = [(f, getattr(values, f)) for f in values.__dataclass_fields__]
@@ -679,7 +680,7 @@ class RoutingSettingsAdmin(VersionedAdmin):
 
     @admin.display(description="values in force (environment defaults with these overrides)")
     def in_force(self, obj: m.RoutingSettings) -> str:
-        from routing.config.runtime import compile_settings
+        from routing.config.file.routing_settings import compile_settings
 
         values = compile_settings(obj if obj.pk else None)
         rows = format_html_join(

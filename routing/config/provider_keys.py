@@ -1,7 +1,7 @@
 """Provider key references (``${NAME}``) against the operator's rules, and their values.
 
-The admin (``routing.models.validate_env_reference``), the config file (``routing.config.file.parse``) and the
-routing table compiler (``routing.config.runtime``) all ask here, so a reference refused in one is refused in
+The admin (``routing.models.validate_env_reference``), the config file and the routing table compiler (both in
+``routing.config.file.providers``) all ask here, so a reference refused in one is refused in
 all three. The compiler asks again for every stored row: a row written before a rule existed (or through the
 ORM, bypassing the admin) must not send a reserved variable's value anywhere. Nothing here ever puts a value
 in a message: problems name the reference, the variable and, for ``NAME_FILE``, the path.

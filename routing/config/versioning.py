@@ -25,6 +25,10 @@ from django.apps import apps
 from django.db import transaction
 from django.db.models import F
 
+from routing.config.file.caches import purge_generations
+from routing.config.file.dump import dump_config
+from routing.models import ConfigState, GatewayKey
+
 log = logging.getLogger("gomodel.config")
 _local = threading.local()
 
@@ -54,8 +58,6 @@ def discard_pending() -> None:
 
 
 def current_version() -> int:
-    from routing.models import ConfigState
-
     row = ConfigState.objects.filter(pk=1).first()
     return row.version if row else 0
 
@@ -82,10 +84,6 @@ def revision_snapshot() -> dict[str, Any]:
     changes what the gateway serves, so the history shows it: each key by name with its team, models, limits,
     expiry and revocation. Neither the secret's hash nor its prefix is recorded.
     """
-    # The dump module itself, not the package: the package imports apply, which imports this module.
-    from routing.config.file.caches import purge_generations
-    from routing.config.file.dump import dump_config
-
     snapshot = dump_config()
     keys = gateway_key_entries()
     if keys:
@@ -102,8 +100,6 @@ CACHE_PURGES_SECTION = "cache_purges"
 
 
 def gateway_key_entries() -> list[dict[str, Any]]:
-    from routing.models import GatewayKey
-
     entries = []
     for key in GatewayKey.objects.select_related("team").order_by("id"):
         entry: dict[str, Any] = {"name": key.name}
@@ -126,8 +122,6 @@ def gateway_key_entries() -> list[dict[str, Any]]:
 
 
 def _bump() -> int:
-    from routing.models import ConfigState
-
     # The row exists from here on whoever creates it; the lock orders every process's bump after the one before
     # has committed (SQLite takes no row locks: its writers are serialised by the database lock instead).
     ConfigState.objects.bulk_create([ConfigState(pk=1, version=0)], ignore_conflicts=True)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 
 from routing.core.candidate import MIN_PRICE, Candidate
-from routing.core.table import OBJECTIVES, RoutingSettings
+from routing.core.table import OBJECTIVES, SettingsInForce
 
 # The exponent of (cheapest price / own price) in an adaptive weight, per objective.
 PRICE_EXPONENT: Mapping[str, int] = {"latency": 0, "balanced": 1, "cost": 2}
@@ -29,7 +29,7 @@ class SelectorConfig:
 
     Exploration and the cold-start bonus are off in a bare ``SelectorConfig()``, so a pick is a function of
     the weights alone (what most tests of the weights want); the gateway's defaults (1% and 5) come from
-    ``RoutingSettings`` through ``from_settings``.
+    ``SettingsInForce`` through ``from_settings``.
     """
 
     routing_enabled: bool = True
@@ -52,7 +52,7 @@ class SelectorConfig:
             raise ValueError("cold_start_observations must be >= 0")
 
     @staticmethod
-    def from_settings(settings: RoutingSettings) -> SelectorConfig:
+    def from_settings(settings: SettingsInForce) -> SelectorConfig:
         return SelectorConfig(
             routing_enabled=settings.routing_enabled,
             objective=settings.routing_objective,

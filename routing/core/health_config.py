@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from routing.core.table import RoutingSettings
+from routing.core.table import SettingsInForce
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +40,7 @@ class HealthConfig:
             raise ValueError("half_open_probes, successes_to_close and probe_lease_s must be positive")
 
     @staticmethod
-    def from_settings(settings: RoutingSettings) -> HealthConfig:
+    def from_settings(settings: SettingsInForce) -> HealthConfig:
         """The config for the PRO_ROUTING_COOLDOWN_BASE / _MAX values in force."""
         return HealthConfig(cooldown_base_s=settings.cooldown_base_s, cooldown_max_s=settings.cooldown_max_s)
 

@@ -241,7 +241,7 @@ class KeySpec:
 
 
 @dataclass(frozen=True, slots=True)
-class RoutingSettings:
+class SettingsInForce:
     """The PRO_SMART_ROUTING_* and PRO_ROUTING_* values in force (environment defaults, admin overrides)."""
 
     smart_routing_enabled: bool = True
@@ -278,7 +278,7 @@ class RoutingTable:
     policies: Mapping[str, PolicySpec] = field(default_factory=lambda: _frozen({}))  # named routing policies
     contracts: Mapping[str, ContractSpec] = field(default_factory=lambda: _frozen({}))
     keys_by_hash: Mapping[str, KeySpec] = field(default_factory=lambda: _frozen({}))
-    settings: RoutingSettings = field(default_factory=RoutingSettings)
+    settings: SettingsInForce = field(default_factory=SettingsInForce)
     caches: Mapping[str, CacheSpec] = field(default_factory=lambda: _frozen({}))  # by requested name
 
     @staticmethod
@@ -293,7 +293,7 @@ class RoutingTable:
         policies: list[PolicySpec] | tuple[PolicySpec, ...] = (),
         contracts: list[ContractSpec] | tuple[ContractSpec, ...] = (),
         keys: list[KeySpec] | tuple[KeySpec, ...] = (),
-        settings: RoutingSettings | None = None,
+        settings: SettingsInForce | None = None,
         caches: list[CacheSpec] | tuple[CacheSpec, ...] = (),
     ) -> RoutingTable:
         # Each model with a slash in its name is callable by its slash-free alias too (routing.core.names),
@@ -313,7 +313,7 @@ class RoutingTable:
             policies=_frozen({p.name: p for p in policies}),
             contracts=_frozen({c.workload: c for c in contracts}),
             keys_by_hash=_frozen({k.secret_hash: k for k in keys}),
-            settings=settings or RoutingSettings(),
+            settings=settings or SettingsInForce(),
             caches=_frozen({c.name: c for c in caches if c.enabled}),
         )
 

@@ -20,7 +20,8 @@ _started = False
 
 
 def _apply_config_file(path: str) -> None:
-    from routing.config.file import ConfigError, load_config_file
+    from routing.config.file.load import load_config_file
+    from routing.config.file.schema import ConfigError
 
     for attempt in range(3):
         try:

@@ -12,7 +12,9 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from routing import models as m
-from routing.config.file import ConfigError, dump_config, load_config_file
+from routing.config.file.dump import dump_config
+from routing.config.file.load import load_config_file
+from routing.config.file.schema import ConfigError
 from routing.config.runtime import compile_table
 
 pytestmark = pytest.mark.django_db

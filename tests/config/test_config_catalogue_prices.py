@@ -11,7 +11,10 @@ import yaml
 
 from routing import models as m
 from routing.config.catalogue import catalogue
-from routing.config.file import ConfigError, dump_config, dump_yaml, load_config_file, parse_config
+from routing.config.file.dump import dump_config, dump_yaml
+from routing.config.file.load import load_config_file
+from routing.config.file.parse import parse_config
+from routing.config.file.schema import ConfigError
 
 pytestmark = pytest.mark.django_db
 

@@ -9,7 +9,8 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from routing import models as m
-from routing.config.file import ConfigError, parse_config
+from routing.config.file.parse import parse_config
+from routing.config.file.schema import ConfigError
 
 pytestmark = pytest.mark.django_db
 

@@ -12,15 +12,16 @@ import pytest
 from django.test import Client, override_settings
 
 from routing import models as m
-from routing.config.file import ConfigError, parse_config
-from routing.config.runtime import compile_settings
+from routing.config.file.parse import parse_config
+from routing.config.file.routing_settings import compile_settings
+from routing.config.file.schema import ConfigError
 from routing.core.selector import SelectorConfig
-from routing.core.table import RoutingSettings
+from routing.core.table import SettingsInForce
 from tests.gateway_process import ROOT
 
 
 def test_the_defaults_are_one_percent_and_five_observations() -> None:
-    defaults = RoutingSettings()
+    defaults = SettingsInForce()
     assert (defaults.exploration, defaults.cold_start_observations) == (0.01, 5)
     config = SelectorConfig.from_settings(defaults)
     assert (config.exploration, config.cold_start_observations) == (0.01, 5)

@@ -10,7 +10,7 @@ import httpx2
 import pytest
 
 from routing import models as m
-from routing.config.file import load_config_file
+from routing.config.file.load import load_config_file
 from tests.gateway_process import run_gateway
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services]

@@ -12,15 +12,18 @@ import pytest
 from django.test import Client, override_settings
 
 from routing import models as m
-from routing.config.file import ConfigError, dump_config, parse_config
 from routing.config.file.apply import apply_config
-from routing.config.runtime import compile_settings, compile_table
-from routing.core.table import RoutingSettings
+from routing.config.file.dump import dump_config
+from routing.config.file.parse import parse_config
+from routing.config.file.routing_settings import compile_settings
+from routing.config.file.schema import ConfigError
+from routing.config.runtime import compile_table
+from routing.core.table import SettingsInForce
 from tests.gateway_process import ROOT
 
 
 def test_the_default_interval_is_fifteen_seconds() -> None:
-    assert RoutingSettings().probe_interval_s == 15.0
+    assert SettingsInForce().probe_interval_s == 15.0
 
 
 @override_settings(PRO_ROUTING_PROBE_INTERVAL=2.5)

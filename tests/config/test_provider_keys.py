@@ -26,7 +26,8 @@ import yaml
 from django.test import override_settings
 
 from routing import models as m
-from routing.config.file import ConfigError, load_config_file
+from routing.config.file.load import load_config_file
+from routing.config.file.schema import ConfigError
 from routing.config.provider_keys import reference_policy
 from routing.config.runtime import compile_table
 from routing.core.key_references import reference_variable

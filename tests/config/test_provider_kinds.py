@@ -7,8 +7,10 @@ import pytest
 from django.test import Client
 
 from routing import models as m
-from routing.config.file import ConfigError, dump_config, parse_config
 from routing.config.file.apply import apply_config
+from routing.config.file.dump import dump_config
+from routing.config.file.parse import parse_config
+from routing.config.file.schema import ConfigError
 from routing.config.runtime import compile_table
 from routing.core.table import PROVIDER_KINDS
 from routing.providers import get_adapter

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.test import override_settings
 
 from routing import models as m
-from routing.config.runtime import compile_settings
+from routing.config.file.routing_settings import compile_settings
 
 ENVIRONMENT = {
     "PRO_SMART_ROUTING_ENABLED": True,

@@ -10,7 +10,10 @@ import pytest
 import yaml
 
 from routing import models as m
-from routing.config.file import ConfigError, dump_config, load_config_file, parse_config
+from routing.config.file.dump import dump_config
+from routing.config.file.load import load_config_file
+from routing.config.file.parse import parse_config
+from routing.config.file.schema import ConfigError
 from routing.config.runtime import compile_table
 from routing.config.versioning import current_version
 from routing.core.policies import PolicySpec

@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 from routing import models as m
-from routing.config.file import ConfigError, load_config_file
+from routing.config.file.load import load_config_file
+from routing.config.file.schema import ConfigError
 from routing.config.provider_keys import look_up, reference_policy
 from routing.config.runtime import compile_table
 

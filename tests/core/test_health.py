@@ -19,7 +19,7 @@ from routing.core.health import (
     failure_kind,
 )
 from routing.core.outcome import AttemptOutcome, ErrorClass
-from routing.core.table import RoutingSettings
+from routing.core.table import SettingsInForce
 
 EXACT = 1e-9
 
@@ -420,7 +420,7 @@ def test_it_rejects_a_view_that_contradicts_itself(status: str, available: bool,
 
 
 def test_it_builds_its_config_from_the_routing_settings() -> None:
-    config = HealthConfig.from_settings(RoutingSettings(cooldown_base_s=5.0, cooldown_max_s=40.0))
+    config = HealthConfig.from_settings(SettingsInForce(cooldown_base_s=5.0, cooldown_max_s=40.0))
     assert (config.cooldown_base_s, config.cooldown_max_s) == (5.0, 40.0)
     assert [config.cooldown_for(level) for level in range(5)] == [5.0, 10.0, 20.0, 40.0, 40.0]
     assert config.cooldown_for(500) == 40.0

@@ -22,7 +22,7 @@ from routing.core.selector import (
     adaptive_weights,
     select,
 )
-from routing.core.table import RoutingSettings
+from routing.core.table import SettingsInForce
 
 N = 20_000
 SHARE = 0.015  # tolerance on a share measured over N picks (see the module docstring)
@@ -422,7 +422,7 @@ def test_it_ranks_frozen_views_as_well_as_live_health() -> None:
 
 
 def test_it_builds_its_config_from_the_routing_settings() -> None:
-    settings = RoutingSettings(
+    settings = SettingsInForce(
         routing_enabled=False, routing_objective="cost", min_weight_fraction=0.2, warm_cache_weight=3.0,
         exploration=0.1, cold_start_observations=3,
     )

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from routing.config.file import parse_config, read_config_file
+from routing.config.file.parse import parse_config, read_config_file
 from routing.core.durations import parse_duration
 from tests.gateway_process import ROOT
 

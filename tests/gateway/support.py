@@ -31,9 +31,9 @@ from routing.core.table import (
     KeySpec,
     ModelSpec,
     ProviderSpec,
-    RoutingSettings,
     RoutingTable,
     Secret,
+    SettingsInForce,
     TargetRef,
     TierRouteSpec,
     VirtualModelSpec,
@@ -72,7 +72,7 @@ def _virtual(source: str, strategy: str, *targets: str) -> VirtualModelSpec:
     return VirtualModelSpec(source=source, strategy=strategy, targets=tuple(TargetRef(t) for t in targets))
 
 
-def routing_table(sim_url: str, *, settings: RoutingSettings | None = None, version: int = 1) -> RoutingTable:
+def routing_table(sim_url: str, *, settings: SettingsInForce | None = None, version: int = 1) -> RoutingTable:
     """The tests' configuration: concrete models on the simulator, pools over them, a tier route, a contract.
 
     ``unreachable`` sits on a loopback port nobody listens on (connections are refused).

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from routing.clients import upstream
-from routing.core.table import RoutingSettings, RoutingTable
+from routing.core.table import RoutingTable, SettingsInForce
 from routing.gateway.state import GatewayState
 from routing.simulator import SimulatorServer, unused_loopback_url
 from tests.gateway import support
@@ -53,7 +53,7 @@ def test_it_falls_back_on_a_429_and_cools_the_target_for_its_retry_after(
 
 def test_a_cooled_target_gets_traffic_again_once_its_cooldown_is_over(
         sim: SimulatorServer, fresh_state: GatewayState) -> None:
-    short = routing_table(sim.base_url, settings=RoutingSettings(cooldown_base_s=0.2, cooldown_max_s=1.0))
+    short = routing_table(sim.base_url, settings=SettingsInForce(cooldown_base_s=0.2, cooldown_max_s=1.0))
     sim.set_fault("primary", {"kind": "rate_limit", "retry_after": None, "times": 1})
 
     async def scenario() -> None:

@@ -10,7 +10,7 @@ import dataclasses
 from types import MappingProxyType
 from typing import Any
 
-from routing.core.table import CategoryRouteSpec, RoutingSettings, RoutingTable
+from routing.core.table import CategoryRouteSpec, RoutingTable, SettingsInForce
 from routing.gateway.inspection.explain import explain_call
 from routing.simulator import SimulatorServer
 from tests.gateway import support
@@ -102,7 +102,7 @@ def test_a_failed_request_still_carries_the_category_headers(sim: SimulatorServe
 
 
 def test_operator_keywords_and_threshold_apply(sim: SimulatorServer) -> None:
-    settings = RoutingSettings(category_keywords=(("writing", ("limerick",)),), category_long_context_tokens=50)
+    settings = SettingsInForce(category_keywords=(("writing", ("limerick",)),), category_long_context_tokens=50)
     table = routing_table(sim.base_url, settings=settings)
     assert category(ask(table, "a limerick about cats")) [0] == "writing"
     assert category(ask(table, "Draft a short speech"))[0] == "general"  # the built-in writing list is replaced

@@ -9,7 +9,7 @@ from typing import Any
 
 from audit.delivery.event import prepare_event
 from routing.core.outcome import AttemptOutcome, ErrorClass
-from routing.core.table import RoutingSettings, RoutingTable, TargetRef, VirtualModelSpec
+from routing.core.table import RoutingTable, SettingsInForce, TargetRef, VirtualModelSpec
 from routing.gateway.inspection.explain import explain_call
 from routing.gateway.state import GatewayState
 from routing.simulator import SimulatorServer
@@ -24,7 +24,7 @@ REQUESTS = 20
 def explore_table(sim: SimulatorServer, exploration: float, cold_start: int = 3) -> RoutingTable:
     """The tests' table with ``explore``: adaptive over primary and secondary, no session keeping (so every
     request is a fresh pick), no weight floor (so only exploration can reach a starved target)."""
-    base = routing_table(sim.base_url, settings=RoutingSettings(
+    base = routing_table(sim.base_url, settings=SettingsInForce(
         exploration=exploration, cold_start_observations=cold_start, min_weight_fraction=0.0))
     explore = VirtualModelSpec("explore", "adaptive", (TargetRef("primary"), TargetRef("secondary")),
                                session_affinity=False)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from routing.core.table import RoutingSettings, RoutingTable
+from routing.core.table import RoutingTable, SettingsInForce
 from routing.gateway.state import GatewayState
 from routing.gateway.tiers import TIER_PIN_NAMESPACE
 from routing.simulator import SimulatorServer
@@ -91,10 +91,10 @@ def test_a_bad_tier_header_is_400_without_an_upstream_call(sim: SimulatorServer,
 
 
 def test_with_smart_routing_disabled_every_request_goes_to_the_easy_target(sim: SimulatorServer) -> None:
-    disabled = routing_table(sim.base_url, settings=RoutingSettings(smart_routing_enabled=False))
+    disabled = routing_table(sim.base_url, settings=SettingsInForce(smart_routing_enabled=False))
     assert tier(ask(disabled, HARD))[:2] == ("easy", "primary")
 
 
 def test_an_operator_threshold_decides_what_is_hard(sim: SimulatorServer) -> None:
-    strict = routing_table(sim.base_url, settings=RoutingSettings(smart_routing_threshold=10))
+    strict = routing_table(sim.base_url, settings=SettingsInForce(smart_routing_threshold=10))
     assert tier(ask(strict, HARD)) == ("easy", "primary", 4)

@@ -16,7 +16,7 @@ from audit.models import ConfigRevision
 from routing import models as m
 from routing.config import versioning
 from routing.config.file import apply as apply_module
-from routing.config.file import load_config_file
+from routing.config.file.load import load_config_file
 
 CONFIG = {
     "providers": [{"name": "openai", "kind": "openai", "base_url": "http://127.0.0.1:1/v1",

@@ -4,34 +4,14 @@ The canonical form leaves out values equal to their defaults, so ``dump -> load 
 loading the same file twice changes nothing. Errors name the path of the offending entry, e.g.
 ``virtual_models[2].targets[0].model: unknown model "x"``.
 
-Modules: ``schema`` (sections, settings fields, ConfigError), ``checks`` and ``contract`` (field checks),
-``parse`` (read and check the file), ``apply`` (write it to the database), ``dump`` (read it back out).
-This package re-exports their public names, so ``from routing.config.file import X`` keeps working.
+One module per section holds everything about it: its entries parsed and checked, applied to its Django
+models, dumped back, and compiled into the RoutingTable (routing.config.runtime): ``providers``,
+``provider_models`` (the ``models`` section; ``model_prices`` fills its prices from the catalogue),
+``contracts``, ``virtual_models``, ``tier_routes``, ``category_routes``, ``policies`` (``routing_policies``),
+``teams``, ``caches`` and ``routing_settings`` (``settings``). A new field is written in its section's module
+and its model. Across them: ``schema`` (the sections, ConfigError), ``checks`` and ``values`` (field checks and
+conversions), ``cross_checks`` (names and graphs spanning sections), and the steps that run every section in
+order: ``parse`` (read and check the file), ``apply`` (write it to the database), ``dump`` (read it back out) and
+``load`` (read, check and apply a file). Import the module that holds the name: this package re-exports nothing,
+so reaching the dump (as the configuration's versioning does) does not run the applier.
 """
-
-from __future__ import annotations
-
-from routing.config.file.apply import ApplyResult, apply_config
-from routing.config.file.dump import dump_config, dump_yaml
-from routing.config.file.parse import parse_config, read_config_file
-from routing.config.file.schema import SECTIONS, SETTINGS_FIELDS, ConfigError
-
-__all__ = [
-    "SECTIONS",
-    "SETTINGS_FIELDS",
-    "ApplyResult",
-    "ConfigError",
-    "apply_config",
-    "dump_config",
-    "dump_yaml",
-    "load_config_file",
-    "parse_config",
-    "read_config_file",
-]
-
-
-def load_config_file(path: str, *, author: str, prune: bool = False) -> ApplyResult:
-    """Read, check and apply ``path``; ConfigError naming every problem, and nothing applied then."""
-    data = read_config_file(path)
-    canonical = parse_config(data)
-    return apply_config(canonical, author=author, prune=prune)

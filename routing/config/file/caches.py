@@ -20,13 +20,10 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import F
 
 from routing import models as m
-from routing.config import versioning
 from routing.config.file.checks import _check_bool, _check_duplicates, _check_unknown_keys, _Checker
-from routing.core.cache import SCOPES
+from routing.core.cache import SCOPES, CacheSpec, SemanticSpec
 from routing.core.durations import parse_duration
 
 SECTION = "caches"
@@ -189,21 +186,13 @@ def cache_entries() -> list[dict[str, Any]]:
 
 def purge_generations() -> dict[str, int]:
     """Each cache's purge count (only those purged): recorded with the configuration's revisions, so a purge is a
-    new version that every process follows."""
+    new version that every process follows (routing.config.cache_purge)."""
     return dict(m.ResponseCache.objects.filter(generation__gt=0).order_by("id").values_list("model", "generation"))
 
 
-def purge_caches(names: Collection[str] | None, *, author: str, source: str) -> list[str]:
-    """Make every kept answer of ``names`` (None: every cache) unreachable: bump their generation, which is in every
-    key, as one configuration change every process follows within a poll. The names purged; ValueError naming a
-    name that has no cache."""
-    rows = m.ResponseCache.objects.all() if names is None else m.ResponseCache.objects.filter(model__in=list(names))
-    purged = sorted(rows.values_list("model", flat=True))
-    missing = sorted(set(names or ()) - set(purged))
-    if missing:
-        raise ValueError(f"no cache is configured for {', '.join(repr(n) for n in missing)}")
-    with transaction.atomic(), versioning.config_author(author, source=source):
-        m.ResponseCache.objects.filter(model__in=purged).update(generation=F("generation") + 1)
-        versioning.mark_dirty()  # an update() sends no post_save
-        versioning.flush()
-    return purged
+def compile_caches() -> list[CacheSpec]:
+    return [CacheSpec(name=row.model, ttl_s=float(row.ttl_seconds), scope=row.scope,  # type: ignore[arg-type]
+                      generation=row.generation, enabled=row.enabled,
+                      semantic=SemanticSpec(row.semantic_embeddings, float(row.semantic_threshold))
+                      if row.semantic_embeddings else None)
+            for row in m.ResponseCache.objects.all()]

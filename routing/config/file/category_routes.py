@@ -1,4 +1,4 @@
-"""The ``category_routes`` section: parse and check it, apply it, dump it back.
+"""The ``category_routes`` section: parse and check it, apply it, dump it back, compile it into the RoutingTable.
 
 ``category_routes: {ALIAS: {code: TARGET, writing: TARGET, ..., default: TARGET, contract: NAME, enabled: BOOL}}``.
 A target is a model, a virtual model or a tier alias, in the file or already configured; the canonical form
@@ -16,6 +16,7 @@ from routing import models as m
 from routing.config.file.checks import _check_bool, _check_name, _Checker
 from routing.core.categories import CATEGORIES
 from routing.core.category_graph import DEFAULT_KEY, check_category_routes
+from routing.core.table import CategoryRouteSpec
 
 SECTION = "category_routes"
 _ROUTE_KEYS = (*CATEGORIES, DEFAULT_KEY, "contract", "enabled")
@@ -126,3 +127,16 @@ def category_route_entries() -> dict[str, dict[str, Any]]:
             entry["enabled"] = False
         out[row.alias] = entry
     return out
+
+
+def compile_category_routes() -> list[CategoryRouteSpec]:
+    return [
+        CategoryRouteSpec(
+            alias=row.alias,
+            targets=row.category_targets(),
+            default=row.default_target,
+            contract=row.contract.workload if row.contract else None,
+            enabled=row.enabled,
+        )
+        for row in m.CategoryRoute.objects.select_related("contract")
+    ]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,3 +65,17 @@ def _check_duplicates(chk: _Checker, section: str, names: list[Any], key: str) -
     for i, name in enumerate(names):
         if name in names[:i]:
             chk.add(f"{section}[{i}].{key}", f'"{name}" appears twice')
+
+
+def _entries(chk: _Checker, data: Mapping[str, Any], section: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``(path, entry)`` for each mapping in a list section; any other item is reported by its path."""
+    for i, entry in enumerate(_as_list(chk, data, section)):
+        path = f"{section}[{i}]"
+        if isinstance(entry, dict):
+            yield path, entry
+        else:
+            chk.add(path, "expected a mapping")
+
+
+def _known(name: Any, names: set[str]) -> bool:
+    return isinstance(name, str) and name in names

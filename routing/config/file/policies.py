@@ -1,4 +1,4 @@
-"""The ``routing_policies`` section: parse and check it, apply it, dump it back.
+"""The ``routing_policies`` section: parse and check it, apply it, dump it back, compile it into the RoutingTable.
 
 ``routing_policies: {NAME: {strategy, strength, max_latency_ms, max_cost_usd, fallback_to}}`` (see
 routing.core.policies); ``strength`` is a category or a tag some model carries. ``strategy`` defaults to
@@ -16,7 +16,7 @@ from routing import models as m
 from routing.config.file.checks import _check_name, _check_unknown_keys, _Checker, _num
 from routing.config.file.schema import ConfigError
 from routing.core.categories import known_strengths
-from routing.core.policies import policy_problems
+from routing.core.policies import PolicySpec, policy_problems
 
 SECTION = "routing_policies"
 _FIELDS = ("strategy", "strength", "max_latency_ms", "max_cost_usd", "fallback_to")
@@ -105,3 +105,17 @@ def prune_routing_policies(canonical: Mapping[str, Any]) -> None:
 def routing_policy_entries() -> dict[str, dict[str, Any]]:
     """The configured policies in canonical form, in the order they were created."""
     return {row.name: row.as_fields() for row in m.RoutingPolicy.objects.select_related("fallback_to").order_by("id")}
+
+
+def compile_routing_policies() -> list[PolicySpec]:
+    return [
+        PolicySpec(
+            name=row.name,
+            strategy=row.strategy,
+            strength=row.strength or None,
+            max_latency_ms=None if row.max_latency_ms is None else float(row.max_latency_ms),
+            max_cost_usd=row.max_cost_usd,
+            fallback_to=row.fallback_to.name if row.fallback_to else None,
+        )
+        for row in m.RoutingPolicy.objects.select_related("fallback_to")
+    ]

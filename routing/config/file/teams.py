@@ -18,14 +18,32 @@ from decimal import Decimal
 from typing import Any
 
 from routing import models as m
-from routing.config.file.checks import _check_name, _check_number, _check_unknown_keys, _Checker, _num
+from routing.config.file.checks import (
+    _check_duplicates,
+    _check_name,
+    _check_number,
+    _check_unknown_keys,
+    _Checker,
+    _entries,
+    _num,
+)
 from routing.config.file.schema import ConfigError
+from routing.config.file.values import float_out
 from routing.config.webhook_url import webhook_url_problem
-from routing.core.limits import BUDGET_PERIODS
+from routing.core.limits import BUDGET_PERIODS, Limits
+from routing.core.table import TeamSpec
 
+SECTION = "teams"
 TEAM_FIELDS = ("name", "rpm", "tpm", "max_concurrency", "budget_usd", "budget_period", "allowed_models",
                "alert_webhook_url")
 _WHOLE_LIMITS = ("rpm", "tpm", "max_concurrency")
+
+
+def parse_teams(chk: _Checker, data: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The section's teams in canonical form; problems are added by path."""
+    teams = [parse_team(chk, path, entry) for path, entry in _entries(chk, data, SECTION)]
+    _check_duplicates(chk, SECTION, [t["name"] for t in teams], "name")
+    return teams
 
 
 def parse_team(chk: _Checker, path: str, entry: dict[str, Any]) -> dict[str, Any]:
@@ -69,10 +87,11 @@ def parse_team(chk: _Checker, path: str, entry: dict[str, Any]) -> dict[str, Any
     return team
 
 
-def apply_teams(teams: list[Mapping[str, Any]], before: list[Mapping[str, Any]], *, prune: bool) -> None:
+def apply_teams(canonical: Mapping[str, Any], before: Mapping[str, Any], *, prune: bool) -> None:
     """Upsert the file's teams; with ``prune`` delete the others, refused while a key still belongs to one."""
+    teams: list[Mapping[str, Any]] = canonical.get(SECTION, [])
     for entry in teams:
-        if entry in before:
+        if entry in before.get(SECTION, []):
             continue
         budget = entry.get("budget_usd")
         m.Team.objects.update_or_create(name=entry["name"], defaults={
@@ -93,7 +112,7 @@ def apply_teams(teams: list[Mapping[str, Any]], before: list[Mapping[str, Any]],
         gone.delete()
 
 
-def dump_teams() -> list[dict[str, Any]]:
+def team_entries() -> list[dict[str, Any]]:
     """Every team in canonical form, in the order they were created."""
     out = []
     for team in m.Team.objects.order_by("id"):
@@ -112,3 +131,17 @@ def dump_teams() -> list[dict[str, Any]]:
             entry["alert_webhook_url"] = team.alert_webhook_url
         out.append(entry)
     return out
+
+
+def compile_teams() -> dict[int, TeamSpec]:
+    """Every team by its row id, for the keys that belong to one."""
+    return {
+        row.id: TeamSpec(name=row.name, limits=compile_limits(row), allowed_models=frozenset(row.allowed_models or []))
+        for row in m.Team.objects.all()
+    }
+
+
+def compile_limits(row: m.Team | m.GatewayKey) -> Limits:
+    """A key's or team's limits as the request path counts them."""
+    return Limits(rpm=row.rpm, tpm=row.tpm, max_concurrency=row.max_concurrency,
+                  budget_usd=float_out(row.budget_usd), budget_period=row.budget_period or "month")

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from routing.config.file import dump_config, dump_yaml
+from routing.config.file.dump import dump_config, dump_yaml
 
 
 class Command(BaseCommand):

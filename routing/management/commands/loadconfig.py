@@ -6,7 +6,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from routing.config.file import ConfigError, load_config_file
+from routing.config.file.load import load_config_file
+from routing.config.file.schema import ConfigError
 
 
 class Command(BaseCommand):

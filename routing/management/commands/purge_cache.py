@@ -7,7 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from routing.config.file.caches import purge_caches
+from routing.config.cache_purge import purge_caches
 
 
 class Command(BaseCommand):
