@@ -95,6 +95,9 @@ def test_the_admin_opens_on_a_dashboard_of_traffic_spend_and_target_health(
         assert re.fullmatch(r"\d+\.\d%", cells.nth(1).inner_text())  # the refused one is an error
         assert re.fullmatch(r"[\d.,]+ ms", cells.nth(3).inner_text())  # p50
         assert re.fullmatch(r"\$[\d.,]+|\$0", cells.nth(6).inner_text())
+        assert cells.nth(7).inner_text() == "-"  # no cached name: no lookup to rate
+    assert page.locator("#dashboard-summary thead th").nth(8).text_content() == "Cache hit rate"
+    assert "No response cache is configured" in page.inner_text("#dashboard-cache")
     assert page.locator("#dashboard-traffic svg.chart").count() == 4
     assert "hard" in page.inner_text("#dashboard-tiers") or "easy" in page.inner_text("#dashboard-tiers")
     assert "no key" in page.inner_text("#dashboard-top-keys")  # the gateway runs open: requests without a key
