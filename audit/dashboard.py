@@ -1,4 +1,4 @@
-"""What the admin's dashboard shows of the audit: traffic, errors, latency and cost over a window, from the rollup.
+"""What the admin's dashboard shows of the audit: traffic, errors, latency, cost and cache hits over a window.
 
 Every query reads ``RevisionRollup`` rows of one span in a bucket range (a range scan of its unique index), so the
 cost depends on the window's buckets and the keys, models and statuses active in it, not on the number of
@@ -74,6 +74,9 @@ class Totals:
     cost_usd: float = 0.0
     input_tokens: int = 0
     output_tokens: int = 0
+    cache_hits: int = 0
+    cache_semantic_hits: int = 0
+    cache_misses: int = 0
     histogram: list[int] = field(default_factory=lambda: [0] * len(LATENCY_COLUMNS))
 
     def add(self, row: dict[str, object]) -> None:
@@ -83,12 +86,26 @@ class Totals:
         self.cost_usd += float(row["cost"] or 0.0)  # type: ignore[arg-type]
         self.input_tokens += int(row["input"] or 0)  # type: ignore[call-overload]
         self.output_tokens += int(row["output"] or 0)  # type: ignore[call-overload]
+        self.cache_hits += int(row["cache_hits"] or 0)  # type: ignore[call-overload]
+        self.cache_semantic_hits += int(row["cache_semantic_hits"] or 0)  # type: ignore[call-overload]
+        self.cache_misses += int(row["cache_misses"] or 0)  # type: ignore[call-overload]
         for i, column in enumerate(LATENCY_COLUMNS):
             self.histogram[i] += int(row[column] or 0)  # type: ignore[call-overload]
 
     @property
     def error_rate(self) -> float | None:
         return self.errors / self.requests if self.requests else None
+
+    @property
+    def cache_lookups(self) -> int:
+        """Requests the response cache looked up (a bypass is none): hits of either kind and misses."""
+        return self.cache_hits + self.cache_semantic_hits + self.cache_misses
+
+    @property
+    def cache_hit_rate(self) -> float | None:
+        """Hits (exact and semantic) per cacheable lookup; None without a lookup."""
+        lookups = self.cache_lookups
+        return (self.cache_hits + self.cache_semantic_hits) / lookups if lookups else None
 
     @property
     def p50_ms(self) -> float | None:
@@ -115,6 +132,7 @@ def _sums() -> dict[str, Sum]:
         "requests_sum": Sum("requests"), "errors": Sum("requests", filter=ERRORS),
         "server_errors": Sum("requests", filter=SERVER_ERRORS), "cost": Sum("cost_usd"),
         "input": Sum("input_tokens"), "output": Sum("output_tokens"),
+        **{column: Sum(column) for column in ("cache_hits", "cache_semantic_hits", "cache_misses")},
         **{column: Sum(column) for column in LATENCY_COLUMNS},
     }
 
@@ -141,6 +159,9 @@ def window_totals(slots: Sequence[Slot]) -> Totals:
         totals.cost_usd += t.cost_usd
         totals.input_tokens += t.input_tokens
         totals.output_tokens += t.output_tokens
+        totals.cache_hits += t.cache_hits
+        totals.cache_semantic_hits += t.cache_semantic_hits
+        totals.cache_misses += t.cache_misses
         totals.histogram = [a + b for a, b in zip(totals.histogram, t.histogram, strict=True)]
     return totals
 

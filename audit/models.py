@@ -277,6 +277,11 @@ class RevisionRollup(models.Model):
     input_tokens = models.BigIntegerField(default=0)
     output_tokens = models.BigIntegerField(default=0)
     latency_ms_sum = models.FloatField(default=0.0)
+    # The response cache's lookups (a bypass is none): answered from an exact entry, from a semantic neighbour, or
+    # routed after a miss. Their sum is the cacheable lookups the dashboard's hit rate divides by.
+    cache_hits = models.BigIntegerField(default=0)
+    cache_semantic_hits = models.BigIntegerField(default=0)
+    cache_misses = models.BigIntegerField(default=0)
     lat_00 = models.BigIntegerField(default=0)
     lat_01 = models.BigIntegerField(default=0)
     lat_02 = models.BigIntegerField(default=0)

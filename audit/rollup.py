@@ -1,4 +1,5 @@
-"""The audit rollup: requests summed per minute and per hour, per key, team, model, tier and status.
+"""The audit rollup: requests summed per minute and per hour, per key, team, model, tier and status, with their
+tokens, cost, latency histogram and response cache lookups (exact hits, semantic hits, misses).
 
 The dashboard reads these sums instead of the revisions, so it answers from a few thousand rows whatever the size
 of the audit table. ``rollup_add`` runs inside the transaction that inserts a batch of revisions and is given only
@@ -35,7 +36,10 @@ MINUTE = 60
 HOUR = 3600
 SPANS = (MINUTE, HOUR)
 MINUTE_RETENTION = dt.timedelta(days=2)
-SUMS = ("requests", "cost_usd", "input_tokens", "output_tokens", "latency_ms_sum", *LATENCY_COLUMNS)
+# The cache columns by the revision's cache_outcome that each counts ("bypass" and "" count in none).
+CACHE_COLUMNS = {"hit": "cache_hits", "semantic-hit": "cache_semantic_hits", "miss": "cache_misses"}
+SUMS = ("requests", "cost_usd", "input_tokens", "output_tokens", "latency_ms_sum", *CACHE_COLUMNS.values(),
+        *LATENCY_COLUMNS)
 COLUMNS = (*ROLLUP_DIMENSIONS, *SUMS)
 TABLE = RevisionRollup._meta.db_table
 
@@ -62,6 +66,7 @@ def rollup_rows(revisions: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
         billed = revision.get("billed_cost_usd")
         cost = float(billed if billed is not None else revision.get("cost_usd") or 0.0)
         slot = LATENCY_COLUMNS[latency_slot(latency)]
+        cache_column = CACHE_COLUMNS.get(revision.get("cache_outcome") or "")
         key_id = revision.get("key_id")
         for span in SPANS:
             key: Key = (
@@ -78,6 +83,8 @@ def rollup_rows(revisions: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
             row["output_tokens"] += int(revision.get("output_tokens") or 0)
             row["latency_ms_sum"] += latency
             row[slot] += 1
+            if cache_column is not None:
+                row[cache_column] += 1
     return [rows[key] for key in sorted(rows)]
 
 
@@ -129,6 +136,11 @@ def _histogram_sql() -> str:
     return ", ".join(parts)
 
 
+def _cache_sql() -> str:
+    return ", ".join(f"count(*) FILTER (WHERE cache_outcome = '{outcome}') AS {column}"
+                     for outcome, column in CACHE_COLUMNS.items())
+
+
 def _rebuild_postgresql(connection: BaseDatabaseWrapper, since: dt.datetime, until: dt.datetime) -> None:
     revisions = AuditRevision._meta.db_table
     dimensions = ", ".join(ROLLUP_DIMENSIONS)
@@ -145,7 +157,7 @@ def _rebuild_postgresql(connection: BaseDatabaseWrapper, since: dt.datetime, unt
                 "SELECT %s, to_timestamp(floor(extract(epoch FROM created_at) / %s) * %s), "
                 f"coalesce(key_id, {NO_KEY}), key_name, team, requested_model, tier, coalesce(status, 0), count(*), "
                 "coalesce(sum(coalesce(billed_cost_usd, cost_usd, 0)), 0), sum(input_tokens), sum(output_tokens), "
-                f"sum(latency_ms), {_histogram_sql()} "
+                f"sum(latency_ms), {_cache_sql()}, {_histogram_sql()} "
                 f"FROM {revisions} WHERE created_at >= %s AND created_at < %s "
                 f"GROUP BY 1, 2, 3, 4, 5, 6, 7, 8 "
                 f"ON CONFLICT ({dimensions}) DO NOTHING",
@@ -170,7 +182,7 @@ def rollup_rebuild(*, since: dt.datetime, until: dt.datetime | None = None) -> i
             start = since if span == HOUR else max(since, until - MINUTE_RETENTION)
             RevisionRollup.objects.filter(span=span, bucket__gte=bucket_start(start, span), bucket__lt=until).delete()
         fields = ("created_at", "key_id", "key_name", "team", "requested_model", "tier", "status", "latency_ms",
-                  "cost_usd", "billed_cost_usd", "input_tokens", "output_tokens")
+                  "cost_usd", "billed_cost_usd", "input_tokens", "output_tokens", "cache_outcome")
         values = AuditRevision.objects.filter(created_at__gte=since, created_at__lt=until).values(*fields)
         rows = rollup_rows(values.iterator(chunk_size=2000))
         minute_start = bucket_start(max(since, until - MINUTE_RETENTION), MINUTE)

@@ -51,6 +51,8 @@ def _summary(totals: dashboard.Totals) -> dict[str, str | int]:
         "requests": totals.requests, "errors": totals.errors, "server_errors": totals.server_errors,
         "error_rate": _rate(totals.error_rate), "p50": _ms(totals.p50_ms), "p99": _ms(totals.p99_ms),
         "cost": usd(totals.cost_usd), "tokens": totals.input_tokens + totals.output_tokens,
+        "cache_hit_rate": _rate(totals.cache_hit_rate), "cache_lookups": totals.cache_lookups,
+        "cache_hits": totals.cache_hits, "cache_semantic_hits": totals.cache_semantic_hits,
     }
 
 
@@ -147,6 +149,7 @@ def dashboard_view(request: HttpRequest) -> HttpResponse:
             "summaries": summaries,
             "charts": _charts(window, slots),
             "has_traffic": any(s.totals.requests for s in slots),
+            "cache_configured": bool(current_table().caches),
             "tiers": [(s.label, s.requests, f"{s.share:.1%}") for s in dashboard.tier_mix(window, now)],
             "top_keys": [(s.label, usd(s.cost_usd), s.requests, _history(key=s.label, **since) if s.key_id is not None
                           else "") for s in dashboard.top_keys(window, now)],

@@ -263,7 +263,7 @@ LIMIT_STORE_REDIS = Gauge(
 
 CACHE_REQUESTS = Labelled(
     Counter("gomodel_cache_requests_total", "Requests for a cached name by the name and the cache's outcome (hit, "
-            "miss, bypass).", ["name", "outcome"])
+            "semantic-hit, miss, bypass).", ["name", "outcome"])
 )
 CACHE_SAVED = Labelled(
     Counter("gomodel_cache_saved_usd_total", "Provider spend in USD that cache hits saved (what the answer cost when "

@@ -124,17 +124,53 @@ def test_the_dashboard_windows_read_errors_latency_cost_tiers_and_spenders() -> 
     assert week.p50_ms == pytest.approx(10.0)  # 5, 10, 80, 150 ms: the second answer's bucket, 5-10 ms
 
 
+def cached(request_id: str, outcome: str, minutes_ago: float) -> dict[str, object]:
+    cache = {"name": "normal", "outcome": outcome, "filled_by": "first" if "hit" in outcome else "",
+             "saved_usd": 0.01 if "hit" in outcome else 0.0}
+    return make_event(request_id, created_at=at(minutes_ago), cache=cache)
+
+
+def test_it_counts_exact_and_semantic_hits_and_misses_for_the_cache_hit_rate() -> None:
+    services.revisions_ingest(events=[
+        cached("h1", "hit", 1), cached("h2", "hit", 2), cached("s1", "semantic-hit", 2), cached("m1", "miss", 3),
+        cached("b1", "bypass", 3),  # no lookup: not in the rate
+        make_event("plain", created_at=at(3)),  # a name that is not cached
+        cached("old", "miss", 26 * 60),
+    ])
+    hour = dashboard.window_totals(dashboard.window_slots(dashboard.WINDOWS["hour"], NOW))
+    assert (hour.cache_hits, hour.cache_semantic_hits, hour.cache_misses) == (2, 1, 1)
+    assert hour.cache_lookups == 4
+    assert hour.cache_hit_rate == pytest.approx(0.75)
+    week = dashboard.window_totals(dashboard.window_slots(dashboard.WINDOWS["week"], NOW))
+    assert (week.cache_lookups, week.cache_hit_rate) == (5, pytest.approx(0.6))
+    before = [(r.span, r.bucket, r.cache_hits, r.cache_semantic_hits, r.cache_misses)
+              for r in RevisionRollup.objects.order_by("span", "bucket", "status")]
+    RevisionRollup.objects.all().delete()
+    rollup_rebuild(since=NOW - dt.timedelta(days=2), until=NOW + dt.timedelta(hours=1))
+    assert [(r.span, r.bucket, r.cache_hits, r.cache_semantic_hits, r.cache_misses)
+            for r in RevisionRollup.objects.order_by("span", "bucket", "status")] == before
+
+
+def test_a_window_without_a_cache_lookup_has_no_cache_hit_rate() -> None:
+    services.revisions_ingest(events=[make_event("plain", created_at=at(1)), cached("b1", "bypass", 1)])
+    totals = dashboard.window_totals(dashboard.window_slots(dashboard.WINDOWS["hour"], NOW))
+    assert totals.requests == 2
+    assert (totals.cache_lookups, totals.cache_hit_rate) == (0, None)
+
+
 SQLITE_CHECK = """
 import datetime as dt, json, time
 from audit import dashboard, services
 from audit.models import RevisionRollup
 from tests.audit.events import make_event
 now = time.time()
-batch = [make_event(f"s{i}", created_at=now - i * 60, status=200 if i else 500) for i in range(5)]
+batch = [make_event(f"s{i}", created_at=now - i * 60, status=200 if i else 500,
+                    cache={"name": "normal", "outcome": "hit" if i % 2 else "miss"}) for i in range(5)]
 services.revisions_ingest(events=batch)
 services.revisions_ingest(events=batch)
 totals = dashboard.window_totals(dashboard.window_slots(dashboard.WINDOWS["hour"], dt.datetime.now(dt.UTC)))
-print(json.dumps([totals.requests, totals.errors, RevisionRollup.objects.filter(span=3600).count() > 0]))
+print(json.dumps([totals.requests, totals.errors, RevisionRollup.objects.filter(span=3600).count() > 0,
+                  totals.cache_lookups]))
 """
 
 
@@ -147,4 +183,4 @@ def test_it_rolls_up_the_same_on_sqlite(tmp_path: Path) -> None:
         done = subprocess.run([sys.executable, "manage.py", *args], cwd=root, env=env, capture_output=True, text=True,
                               check=False)
         assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == [5, 1, True]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == [5, 1, True, 5]

@@ -7,6 +7,7 @@ rounded, and no page scrolls sideways: a wide table scrolls inside its own box.
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import re
 from collections.abc import Iterator
@@ -95,6 +96,9 @@ def test_the_admin_opens_on_a_dashboard_of_traffic_spend_and_target_health(
         assert re.fullmatch(r"\d+\.\d%", cells.nth(1).inner_text())  # the refused one is an error
         assert re.fullmatch(r"[\d.,]+ ms", cells.nth(3).inner_text())  # p50
         assert re.fullmatch(r"\$[\d.,]+|\$0", cells.nth(6).inner_text())
+        assert cells.nth(7).inner_text() == "-"  # no cached name: no lookup to rate
+    assert page.locator("#dashboard-summary thead th").nth(8).text_content() == "Cache hit rate"
+    assert "No response cache is configured" in page.inner_text("#dashboard-cache")
     assert page.locator("#dashboard-traffic svg.chart").count() == 4
     assert "hard" in page.inner_text("#dashboard-tiers") or "easy" in page.inner_text("#dashboard-tiers")
     assert "no key" in page.inner_text("#dashboard-top-keys")  # the gateway runs open: requests without a key
@@ -175,3 +179,31 @@ def test_empty_lists_say_what_to_do(site: Site, wide: WatchedPage) -> None:
     assert "environment" in in_force
     assert_no_sideways_scroll(page)
     assert wide.problems == []
+
+
+def test_the_dashboard_shows_the_cache_hit_rate_of_the_rollup(site: Site, wide: WatchedPage) -> None:
+    """Cache lookups as the rollup holds them (a minute and an hour row of a cached name: 3 exact hits, 1 semantic,
+    4 misses), read back as the traffic summary's hit rate; the rows are taken out again for the other pages."""
+    now = dt.datetime.now(dt.UTC)
+    columns = ["span", "bucket", "key_id", "key_name", "team", "model", "tier", "status", "requests", "cost_usd",
+               "input_tokens", "output_tokens", "latency_ms_sum", "cache_hits", "cache_semantic_hits",
+               "cache_misses", *(f"lat_{i:02d}" for i in range(16))]
+    rows = [[span, now.replace(second=0, microsecond=0) if span == 60 else now.replace(minute=0, second=0,
+             microsecond=0), -1, "", "", "cached-dashboard", "", 200, 8, 0.0, 0, 0, 80.0, 3, 1, 4, 8,
+             *([0] * 15)] for span in (60, 3600)]
+    url = site.database_url.replace("postgres://", "postgresql://")
+    with psycopg.connect(url) as conn:
+        conn.cursor().executemany(f"INSERT INTO audit_revisionrollup ({', '.join(columns)}) "  # noqa: S608
+                                  f"VALUES ({', '.join(['%s'] * len(columns))})", rows)
+    try:
+        page = wide.page
+        log_in(page, site, ADMIN, "/admin/")
+        summary = page.locator("#dashboard-summary tbody tr")
+        for row in range(3):  # hour (minute rows), day and week (hour rows); nothing else of this site is cached
+            cell = summary.nth(row).locator("td").nth(7)
+            assert cell.inner_text() == "50.0%\n3 exact, 1 semantic / 8"
+            assert cell.get_attribute("title") == "3 exact and 1 semantic hits in 8 lookups"
+        assert wide.problems == []
+    finally:
+        with psycopg.connect(url) as conn:
+            conn.execute("DELETE FROM audit_revisionrollup WHERE model = 'cached-dashboard'")

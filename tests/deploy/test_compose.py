@@ -44,7 +44,7 @@ def test_every_long_running_service_has_a_health_check_and_the_order_is_migrate_
     services = compose["services"]
     for name in ("postgres", "redis", "gateway", "worker", "prometheus", "grafana"):
         assert services[name]["healthcheck"]["test"], name
-    assert services["migrate"]["command"] == ["python", "manage.py", "migrate", "--noinput"]
+    assert services["migrate"]["command"] == ["gomodel", "migrate", "--noinput"]
     assert services["migrate"]["restart"] == "no"
     for name in ("gateway", "worker", "beat"):
         assert services[name]["depends_on"]["migrate"] == {"condition": "service_completed_successfully"}, name

@@ -1,5 +1,6 @@
-"""deploy/Dockerfile, read as text (no container daemon here): multi-stage, its command is exactly the README's
-production command, it runs as a non-root user, and its health check asks /health/ready."""
+"""deploy/Dockerfile, read as text (no container daemon here): multi-stage, the project's wheel built in the first
+stage and installed with nothing of the source tree in the last, its command exactly the README's production
+command, a non-root user, and a health check that asks /health/ready."""
 
 from __future__ import annotations
 
@@ -57,16 +58,44 @@ def test_it_is_multi_stage_and_runs_as_a_non_root_user() -> None:
     assert max(i for i, (word, _) in enumerate(steps) if word == "USER") > last_from
 
 
-def test_it_ships_the_templates_and_collects_static_files_at_build_time() -> None:
-    steps = instructions()
-    copied = " ".join(args for word, args in steps if word == "COPY")
-    for tree in ("gomodel_site", "routing", "audit", "manage.py"):
+def stages() -> list[list[tuple[str, str]]]:
+    """The instructions of each stage, FROM first."""
+    found: list[list[tuple[str, str]]] = []
+    for step in instructions():
+        if step[0] == "FROM":
+            found.append([])
+        if found:
+            found[-1].append(step)
+    return found
+
+
+def test_the_build_stage_builds_and_installs_the_projects_wheel() -> None:
+    build = stages()[0]
+    runs = [args for word, args in build if word == "RUN"]
+    (wheel,) = [args for args in runs if "pip wheel" in args]
+    assert re.search(r"pip wheel --no-deps \. -w (\S+)\s+&&\s+pip install --no-deps \1/\*\.whl", wheel), wheel
+    copied = " ".join(args for word, args in build if word == "COPY")
+    for tree in ("pyproject.toml", "README.md", "gomodel_site", "routing", "audit"):  # what the wheel is built from
         assert tree in copied, tree
-    # The templates travel inside gomodel_site, which is copied whole.
-    assert (ROOT / "gomodel_site" / "templates" / "admin" / "base_site.html").is_file()
-    assert any("collectstatic" in args for word, args in steps if word == "RUN")
-    env = " ".join(args for word, args in steps if word == "ENV")
+    assert "manage.py" not in copied
+    # The static files are collected by the installed command, from a folder without the source tree.
+    (collect,) = [args for args in runs if "collectstatic" in args]
+    assert re.search(r"\bgomodel collectstatic --noinput", collect)
+    workdirs = [args for word, args in build if word == "WORKDIR"]
+    assert workdirs[-1] == "/"
+
+
+def test_the_runtime_stage_holds_the_installed_wheel_and_the_static_files_and_no_source_tree() -> None:
+    runtime = stages()[-1]
+    copies = [args for word, args in runtime if word in ("COPY", "ADD")]
+    assert sorted(copies) == ["--from=build /app/static /app/static", "--from=build /opt/venv /opt/venv"]
+    env = " ".join(args for word, args in runtime if word == "ENV")
     assert "DJANGO_STATIC_ROOT=/app/static" in env
+    assert "PYTHONPATH" not in env, "the package is imported from site-packages, not from a tree on the path"
+    assert all("manage.py" not in args for _word, args in runtime)
+    # The templates travel inside the packages, so the wheel carries them (tests/deploy/test_installed_package.py
+    # builds it and looks).
+    assert (ROOT / "gomodel_site" / "templates" / "admin" / "base_site.html").is_file()
 
 
 def test_its_health_check_asks_for_readiness() -> None:

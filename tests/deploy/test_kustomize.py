@@ -188,7 +188,7 @@ def test_the_job_migrates_and_beat_runs_once(rendered: list[dict[str, Any]], mig
     (job,) = migration
     assert job["kind"] == "Job"
     (container,) = job["spec"]["template"]["spec"]["containers"]
-    assert container["command"] == ["python", "manage.py", "migrate", "--noinput"]
+    assert container["command"] == ["gomodel", "migrate", "--noinput"]
     assert job["spec"]["template"]["spec"]["restartPolicy"] in ("OnFailure", "Never")
     assert job["spec"]["ttlSecondsAfterFinished"] > 0  # a finished release's Job does not pile up
     beat = one(rendered, "Deployment", "gomodel-beat")
