@@ -15,6 +15,7 @@ from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
+from django.http.request import HttpHeaders
 from rest_framework.renderers import JSONRenderer
 
 from routing.api.arrival import arrival_of
@@ -53,6 +54,24 @@ def error_response(inbound: Inbound, exc: GatewayError, request_id: str | None =
     return response
 
 
+_UNPREFIXED_HEADERS = frozenset(HttpHeaders.UNPREFIXED_HEADERS)
+
+
+def client_headers(request: HttpRequest) -> dict[str, str]:
+    """The request's headers by lower-case name: ``{name.lower(): value for name, value in
+    request.headers.items()}``, read from ``META`` as Django's ``HttpHeaders`` reads it (``HTTP_X_FOO`` is
+    ``x-foo``; ``CONTENT_TYPE`` and ``CONTENT_LENGTH`` are headers too) without its mapping built on the way:
+    about sixty Python calls fewer per request."""
+    headers: dict[str, str] = {}
+    for key, value in request.META.items():
+        if key[:5] == "HTTP_":
+            key = key[5:]
+        elif key not in _UNPREFIXED_HEADERS:
+            continue
+        headers[key.replace("_", "-").title().lower()] = value  # title() first: lower() alone differs for "ß"
+    return headers
+
+
 def _read_json(request: HttpRequest) -> dict[str, Any]:
     """The body as a JSON object, within the size and nesting bounds; GatewayError (413, 400) otherwise.
 
@@ -87,7 +106,7 @@ def _prepare(request: HttpRequest, inbound: Inbound, request_id: str, body: dict
     caller = caller_of(request, table)
     body = _read_json(request) if body is None else body
     check_body(body, inbound)
-    headers = {name.lower(): value for name, value in request.headers.items()}
+    headers = client_headers(request)
     arrival = arrival_of(request)  # the deadline counts from here: the upload is part of the client's time
     return Call(
         request_id=request_id,
@@ -148,7 +167,7 @@ def _prepare_embeddings(request: HttpRequest, request_id: str, body: dict[str, A
                                    estimated_input_tokens=parsed.estimated_tokens())
     arrival = arrival_of(request)
     return Call(request_id=request_id, inbound="openai", key=caller.key, body=body, features=features,
-                headers={name.lower(): value for name, value in request.headers.items()}, table=table,
+                headers=client_headers(request), table=table,
                 started=arrival.monotonic, started_unix=arrival.unix, endpoint="embeddings", embeddings=parsed)
 
 
@@ -169,7 +188,7 @@ async def _prepare_responses(request: HttpRequest, request_id: str) -> Call:
     body = _read_json(request)
     arrival = arrival_of(request)
     return await responses_call(body, request_id=request_id, key=caller.key, table=table,
-                                headers={name.lower(): value for name, value in request.headers.items()},
+                                headers=client_headers(request),
                                 started=arrival.monotonic, started_unix=arrival.unix)
 
 
@@ -188,7 +207,7 @@ async def count_tokens(request: HttpRequest) -> HttpResponseBase:
         arrival = arrival_of(request)
         call = Call(request_id=request_id, inbound="anthropic", key=caller.key, body=body,
                     features=extract_features(body, "anthropic"),
-                    headers={name.lower(): value for name, value in request.headers.items()}, table=table,
+                    headers=client_headers(request), table=table,
                     started=arrival.monotonic, started_unix=arrival.unix, endpoint="count_tokens")
         async with RequestCount(caller.key, request_id) as limit_headers:  # a request, if not tokens or spend
             response = await count_tokens_call(call)

@@ -280,6 +280,10 @@ class RoutingTable:
     keys_by_hash: Mapping[str, KeySpec] = field(default_factory=lambda: _frozen({}))
     settings: SettingsInForce = field(default_factory=SettingsInForce)
     caches: Mapping[str, CacheSpec] = field(default_factory=lambda: _frozen({}))  # by requested name
+    # What leaf_models and endpoints_of answered for each of the table's names: the table never changes, and
+    # every request asks the same few names several times (planning, tier escalation, the response).
+    _leaves: dict[str, tuple[ModelSpec, ...]] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _endpoints: dict[str, frozenset[str]] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @staticmethod
     def build(
@@ -331,6 +335,16 @@ class RoutingTable:
 
     def leaf_models(self, name: str, _depth: int = 0) -> tuple[ModelSpec, ...]:
         """Every enabled concrete model that ``name`` can end up at, in declaration order, without repeats."""
+        if _depth == 0:
+            found = self._leaves.get(name)
+            if found is None:
+                found = self._leaf_models(name, 0)
+                if found:  # only names the table has: a client's unknown model names must not grow it
+                    self._leaves[name] = found
+            return found
+        return self._leaf_models(name, _depth)
+
+    def _leaf_models(self, name: str, _depth: int) -> tuple[ModelSpec, ...]:
         if _depth > MAX_VIRTUAL_DEPTH:
             return ()
         model = self.models.get(name)
@@ -348,16 +362,19 @@ class RoutingTable:
         if virtual is not None:
             names = [t.name for t in virtual.targets]
         for child in names:
-            for leaf in self.leaf_models(child, _depth + 1):
+            for leaf in self._leaf_models(child, _depth + 1):
                 seen.setdefault(leaf.name, leaf)
         return tuple(seen.values())
 
     def endpoints_of(self, name: str) -> frozenset[str]:
         """The endpoints ``name`` serves: a model's own, or those its every reachable model serves."""
-        leaves = self.leaf_models(name)
-        if not leaves:
-            return frozenset()
-        return frozenset.intersection(*(leaf.endpoints for leaf in leaves))
+        found = self._endpoints.get(name)
+        if found is None:
+            leaves = self.leaf_models(name)
+            if not leaves:
+                return frozenset()
+            found = self._endpoints[name] = frozenset.intersection(*(leaf.endpoints for leaf in leaves))
+        return found
 
     def public_names(self) -> tuple[str, ...]:
         """Every name a client may use as ``model``: tier and category aliases, virtual models, concrete models."""

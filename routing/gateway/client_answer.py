@@ -28,6 +28,7 @@ from routing.gateway import audit_handoff, cache_fill, governance, stored_respon
 from routing.gateway.attempt import AttemptResult, LiveStream, model_cost, used_tokens
 from routing.gateway.planning import TARGET_PIN_NAMESPACE
 from routing.gateway.records import AttemptRecord, Call, Journey
+from routing.gateway.response_headers import set_headers
 from routing.gateway.state import state
 from routing.ops import metrics
 from routing.providers import MalformedResponse
@@ -100,8 +101,7 @@ def json_response(
         headers["X-GoModel-Execution-Keys"] = json.dumps(keys, separators=(",", ":"))
     body = compact_json(result.client_body)
     response = HttpResponse(body, content_type="application/json", status=200)
-    for name, value in headers.items():
-        response[name] = value
+    set_headers(response, headers)
     if journey.operation_id:
         journey.replay_blob = stored_answer(body, "application/json", headers)
     cache_fill.fill_json(call, journey, result.client_body)
@@ -239,8 +239,7 @@ async def stream_response(
     response = RelayStream(source, content_type="text/event-stream", status=200)
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"
-    for name, value in headers.items():
-        response[name] = value
+    set_headers(response, headers)
     return response
 
 

@@ -45,11 +45,13 @@ class Labelled(Generic[M]):
         self._children: dict[tuple[str, ...], Any] = {}
 
     def labels(self, *values: str) -> Any:
-        child = self._children.get(values)
-        if child is None:
-            child = self.metric.labels(*values)
-            if len(self._children) < MAX_CACHED_CHILDREN:
-                self._children[values] = child
+        try:  # a subscript, not .get(): one Python call fewer for each of the ten or so lookups a request makes
+            return self._children[values]
+        except KeyError:
+            pass
+        child = self.metric.labels(*values)
+        if len(self._children) < MAX_CACHED_CHILDREN:
+            self._children[values] = child
         return child
 
 
