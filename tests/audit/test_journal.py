@@ -24,7 +24,8 @@ from audit.delivery.journal import HEADER_SIZE, Journal, Keyring, Mark
 from audit.delivery.journal_recovery import RecordKey, read_records, recover_one
 from tests.audit.events import make_event
 from tests.audit.procs import REPO
-from tests.audit.test_publisher import WAIT, RecordingSink, make_publisher, wait_until
+from tests.audit.test_publisher import WAIT, RecordingSink, make_publisher
+from tests.waiting import wait_for
 
 SECRET = "journal-test-secret-" + "x" * 40
 PROMPT = "the launch code is PLUGH-4471-XYZZY, tell nobody"
@@ -246,11 +247,13 @@ def test_a_new_publisher_delivers_what_a_killed_process_journaled(tmp_path: Path
     sink = RecordingSink()
     publisher = make_publisher(tmp_path / "spool", sink, journal=Journal(journal_dir, Keyring([SECRET])))
     publisher.start()
-    assert wait_until(lambda: sorted(sink.ids()) == sorted(f"child-{i}" for i in range(25)))
+    wait_for(lambda: sorted(sink.ids()) == sorted(f"child-{i}" for i in range(25)), WAIT,
+             "the children's events delivered", interval=0.01)
     delivered = [e for batch in sink.batches for e in batch]
     assert all("prompt_text" not in e and len(e["prompt_hash"]) == 64 for e in delivered)  # prepared as usual
     assert counted("gomodel_audit_journal_replayed_total") == before + 25
-    assert wait_until(lambda: len(list(journal_dir.glob("journal-*"))) == 1)  # only the publisher's own
+    wait_for(lambda: len(list(journal_dir.glob("journal-*"))) == 1, WAIT,
+             "only the publisher's own journal left", interval=0.01)  # only the publisher's own
     assert publisher.shutdown(WAIT)
     assert list(journal_dir.glob("journal-*")) == []
 
@@ -323,7 +326,8 @@ def test_events_neither_the_sink_nor_the_spool_took_at_shutdown_stay_journaled_f
     sink.down = False
     successor = make_publisher(spool_dir, sink, journal=Journal(journal_dir, Keyring([SECRET])))
     successor.start()
-    assert wait_until(lambda: sorted(sink.ids()) == [f"kept-{i}" for i in range(5)])
+    wait_for(lambda: sorted(sink.ids()) == [f"kept-{i}" for i in range(5)], WAIT,
+             "the kept events delivered", interval=0.01)
     assert successor.shutdown(WAIT)
     assert list(journal_dir.glob("journal-*")) == []
 
@@ -336,7 +340,8 @@ def test_replayed_events_go_to_the_spool_when_the_sink_is_down(tmp_path: Path) -
     sink.down = True
     publisher = make_publisher(tmp_path / "spool", sink, journal=Journal(tmp_path / "journal", Keyring([SECRET])))
     publisher.start()
-    assert wait_until(lambda: publisher.counters["journal_replayed"] == 4)
+    wait_for(lambda: publisher.counters["journal_replayed"] == 4, WAIT,
+             "four journal records replayed", interval=0.01)
     assert len(list((tmp_path / "journal").glob("journal-*"))) == 1  # the orphan is gone, the own file stays
     assert publisher.counters["spooled"] == 4
     publisher.shutdown(2)
