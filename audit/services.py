@@ -16,6 +16,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import orjson
 import psycopg
 from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, connections, router, transaction
@@ -287,9 +288,9 @@ def _insert_records(
     plan = _insert_plan(connection.alias, model, returning)
     stamps = dict.fromkeys(plan.auto_now_add, timezone.now())
     records = [{**plan.defaults, **row, **stamps} for row in rows]
-    # ASCII with \u escapes: a third faster to encode than UTF-8 text. (Lone surrogates, which neither could
-    # store, are replaced by prepare_event.)
-    payload = json.dumps(records, allow_nan=False, default=_json_value)
+    # orjson: a batch's JSON in a fifth of the json module's CPU. What it would refuse or write differently
+    # cannot reach it: prepare_event replaces lone surrogates, keeps integers within 63 bits and floats finite.
+    payload = orjson.dumps(records, default=_json_value).decode()
     with _server_bound_cursor(connection) as cursor:
         cursor.execute(plan.sql, [payload])
         return cursor.fetchall() if returning else []

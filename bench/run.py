@@ -87,6 +87,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--stream-seconds", type=int, help="length of each slow stream, one chunk a second "
                                                            "(default 30, quick 10)")
     parser.add_argument("--profile-seconds", type=int, default=15, help="py-spy sampling time (default 15)")
+    parser.add_argument("--profile-stats", type=Path, default=None,
+                        help="also write the in-process cProfile as a pstats file here (for pstats or snakeviz)")
     parser.add_argument("--sim-server", choices=("granian", "uvicorn"), default="granian",
                         help="serve the simulator with granian (default) or its own uvicorn CLI")
     parser.add_argument("--workers", type=int, default=2, help="gateway worker processes (default 2)")
@@ -299,7 +301,8 @@ class Bench:
         body = chat_json(PROFILES[0].alias, stream=False)
         completed = subprocess.run(
             [sys.executable, str(Path(__file__).resolve().parent / "harness" / "inprocess.py"), "--body", body,
-             "--requests", str(requests), "--warmup", "300"],
+             "--requests", str(requests), "--warmup", "300",
+             *(["--stats-file", str(self.args.profile_stats.resolve())] if self.args.profile_stats else [])],
             cwd=services.REPO, env=self.gateway_env, capture_output=True, text=True, timeout=900, check=False)
         line = next((ln for ln in reversed(completed.stdout.splitlines()) if ln.startswith("{")), None)
         if completed.returncode != 0 or line is None:

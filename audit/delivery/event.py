@@ -36,6 +36,10 @@ _SEQUENCE = list | tuple
 
 
 def _str(value: Any, limit: int) -> str:
+    if value.__class__ is str and value.isascii():  # what the request path hands over, nearly always
+        if "\x00" in value:
+            value = value.replace("\x00", "")
+        return value if len(value) <= limit else value[:limit]
     if value is None:
         return ""
     if not isinstance(value, str):
@@ -57,10 +61,14 @@ def _storable(text: str) -> str:
 
 def _text(value: Any, limit: int) -> str:
     """A free-text field: capped and with credentials masked."""
+    if not value and (value is None or value == ""):
+        return ""
     return mask_secrets(_str(value, limit * 2))[:limit]
 
 
 def _int(value: Any) -> int | None:
+    if value.__class__ is int:  # the common case first; bool, a subclass, is refused below
+        return value if -(2**62) < value < 2**62 else None
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
@@ -77,11 +85,17 @@ def _int(value: Any) -> int | None:
 
 def _int32(value: Any) -> int | None:
     """An integer that fits a 32-bit column, or None."""
+    if value.__class__ is int:
+        return value if -(2**31) <= value < 2**31 else None
     number = _int(value)
     return number if number is not None and -(2**31) <= number < 2**31 else None
 
 
 def _float(value: Any) -> float | None:
+    if value.__class__ is float:
+        return value if math.isfinite(value) else None
+    if value is None:
+        return None
     if isinstance(value, bool):
         return None
     if isinstance(value, _NUMBER):

@@ -112,6 +112,7 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=300)
     parser.add_argument("--concurrency", type=int, default=10)
     parser.add_argument("--top", type=int, default=35)
+    parser.add_argument("--stats-file", default=None, help="write the profile here as a pstats file")
     args = parser.parse_args()
 
     from gomodel_site.asgi import application
@@ -129,6 +130,8 @@ def main() -> int:
     profiler.enable()
     statuses += loop.run_until_complete(drive(application, body, args.requests, args.concurrency))
     profiler.disable()
+    if args.stats_file:
+        profiler.dump_stats(args.stats_file)
     bad = sum(1 for status in statuses if status != 200)
     print(json.dumps({"requests": args.requests, "non_200": bad,
                       "process_cpu_ms_per_request": round(process_cpu / args.requests * 1000, 3),
