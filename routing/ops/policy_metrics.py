@@ -3,8 +3,7 @@ operator configures (an unknown name is a 400 before anything is counted), and b
 
 from __future__ import annotations
 
-from prometheus_client import Counter
-
+from routing.ops.metric_kinds import Counter
 from routing.ops.metrics import Labelled
 
 POLICY_DECISIONS = Labelled(
