@@ -15,9 +15,9 @@ import math
 from typing import Any, TypeGuard
 
 import orjson
-from django.conf import settings
 
 from routing.gateway.gateway_error import GatewayError
+from routing.ops.settings_cache import cached_settings
 from routing.providers.errors import Inbound
 from routing.schema.patterns import pattern_problems
 
@@ -58,7 +58,7 @@ def _check_choice_count(body: dict[str, Any]) -> None:
     """``n`` answers are billed as ``n`` answers: past GOMODEL_MAX_N one request could spend a key's budget
     many times over before a single answer is counted."""
     n = body.get("n")
-    limit = int(settings.GOMODEL_MAX_N)
+    limit = int(cached_settings.GOMODEL_MAX_N)
     if n is not None and n > limit:  # a positive integer by now
         raise _fail("n", f"expected at most {limit} (GOMODEL_MAX_N), got {n}"[:200])
 

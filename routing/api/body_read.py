@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 
-from django.conf import settings
 from django.http import HttpResponse
 
 from routing.api import views
@@ -26,6 +25,7 @@ from routing.api.arrival import Arrival
 from routing.api.asgi_types import Receive, Scope
 from routing.api.slow_uploads import UploadTooSlow, watch_upload
 from routing.gateway.gateway_error import GatewayError
+from routing.ops.settings_cache import cached_settings
 
 API_PREFIX = "/v1/"
 
@@ -47,10 +47,10 @@ class BodyRefused(Exception):
 def body_limit(path: str) -> int:
     """The largest body ``path`` accepts, in bytes."""
     if path.startswith(API_PREFIX):
-        return int(settings.GOMODEL_MAX_BODY_BYTES)
+        return int(cached_settings.GOMODEL_MAX_BODY_BYTES)
     # Django lets DATA_UPLOAD_MAX_MEMORY_SIZE be None (no limit); here a body always has one.
-    other = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-    return int(other) if other is not None else int(settings.GOMODEL_MAX_BODY_BYTES)
+    other = cached_settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    return int(other) if other is not None else int(cached_settings.GOMODEL_MAX_BODY_BYTES)
 
 
 async def read_body(scope: Scope, receive: Receive, arrival: Arrival) -> bytes:
@@ -60,7 +60,7 @@ async def read_body(scope: Scope, receive: Receive, arrival: Arrival) -> bytes:
     declared = _declared_length(scope)
     if declared is not None and declared > limit:
         raise _too_large(limit)
-    timeout = float(settings.GOMODEL_BODY_TIMEOUT)
+    timeout = float(cached_settings.GOMODEL_BODY_TIMEOUT)
     try:
         watch = watch_upload(arrival.monotonic + timeout, timeout)
     except UploadTooSlow:

@@ -38,7 +38,6 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from django.conf import settings
 from django.http import HttpRequest, HttpResponseBase
 from django.http.request import split_domain_port, validate_host
 
@@ -46,6 +45,7 @@ from routing.api.playground_token import TokenRefusal, is_token, key_of_token
 from routing.core.table import KeySpec, RoutingTable
 from routing.gateway.gateway_error import GatewayError
 from routing.models import hash_secret
+from routing.ops.settings_cache import cached_settings
 
 CALLER_ATTRIBUTE = "gateway_caller"
 OPEN_SCOPE = "open"
@@ -163,7 +163,7 @@ def authenticate(token: str, *, peer: str | None, forwarded: bool, table: Routin
     key, refusal = _valid_key(token, table)
     if key is not None:
         return Caller(key)
-    if settings.GOMODEL_AUTH == "open" and not forwarded and is_loopback(peer):
+    if cached_settings.GOMODEL_AUTH == "open" and not forwarded and is_loopback(peer):
         problem = local_program_refusal(sender) if sender is not None else _not_local("the request's Host is unknown")
         if problem is not None:
             raise problem
@@ -209,7 +209,7 @@ def is_local_host(host: str) -> bool:
         return False
     if domain == "localhost" or is_loopback(domain[1:-1] if domain.startswith("[") else domain):
         return True
-    return validate_host(domain, settings.ALLOWED_HOSTS)
+    return validate_host(domain, cached_settings.ALLOWED_HOSTS)
 
 
 def is_json_type(content_type: str | None) -> bool:
@@ -248,7 +248,7 @@ def _valid_key(token: str, table: RoutingTable) -> tuple[KeySpec | None, str]:
         if key.expires_at is not None and key.expires_at <= time.time():
             return None, "This gateway key has expired."
         return key, ""
-    return None, _refusal(sent=bool(token), open_mode=settings.GOMODEL_AUTH == "open",
+    return None, _refusal(sent=bool(token), open_mode=cached_settings.GOMODEL_AUTH == "open",
                           has_keys=bool(table.keys_by_hash))
 
 

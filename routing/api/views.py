@@ -13,7 +13,6 @@ import time
 import uuid
 from typing import Any
 
-from django.conf import settings
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.http.request import HttpHeaders
 from rest_framework.renderers import JSONRenderer
@@ -34,6 +33,7 @@ from routing.gateway.governance import RequestCount
 from routing.gateway.inspection.explain import explain_call
 from routing.gateway.records import Call
 from routing.gateway.responses_endpoint import responses_call
+from routing.ops.settings_cache import cached_settings
 from routing.providers.errors import Inbound, client_error_body
 
 LIMIT_CODES = frozenset(ERROR_CODES.values())
@@ -80,7 +80,7 @@ def _read_json(request: HttpRequest) -> dict[str, Any]:
     Django's ``body`` applies DATA_UPLOAD_MAX_MEMORY_SIZE, the smaller limit of the non-API paths.
     """
     length = request.META.get("CONTENT_LENGTH")
-    limit = settings.GOMODEL_MAX_BODY_BYTES
+    limit = cached_settings.GOMODEL_MAX_BODY_BYTES
     if length and length.isdigit() and int(length) > limit:
         raise GatewayError(413, f"The request body is larger than the limit of {limit} bytes.",
                            code="request_too_large", error_class="permanent")

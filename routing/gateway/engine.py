@@ -17,7 +17,6 @@ import time
 import uuid
 from typing import NoReturn
 
-from django.conf import settings
 from django.http import HttpResponse, StreamingHttpResponse
 
 from routing.clients import idempotency_store
@@ -43,6 +42,7 @@ from routing.gateway.state import state
 from routing.gateway.tier_escalation import escalate_for_capability
 from routing.gateway.tiers import decide_tier
 from routing.ops import metrics
+from routing.ops.settings_cache import cached_settings
 
 CLIENT_CLOSED_REQUEST = 499  # nginx's status for a request its client abandoned; only the audit trail sees it
 
@@ -185,7 +185,7 @@ def _deadline(call: Call, contract: EffectiveContract) -> Deadline:
             call.started,
             header=call.headers.get("x-gomodel-deadline-ms"),
             contract_ms=contract.deadline_ms,
-            default_ms=settings.GOMODEL_DEFAULT_DEADLINE_MS,
+            default_ms=cached_settings.GOMODEL_DEFAULT_DEADLINE_MS,
         )
     except DeadlineHeaderError as exc:
         raise GatewayError(400, str(exc), param="X-GoModel-Deadline-Ms", error_class="permanent") from None
