@@ -4,7 +4,8 @@ and ``/v1/embeddings``.
 They are the gateway's hot path, so this handler does only what they need around the Django views in
 ``routing/api/views.py``: authenticate the caller from the headers (routing/api/gateway_auth.py) and answer
 a 401 without reading the body, read the body into memory (routing/api/body_read.py: refused while it
-arrives past ``GOMODEL_MAX_BODY_BYTES`` or ``GOMODEL_BODY_TIMEOUT``), build the Django request, call the view
+arrives past ``GOMODEL_MAX_BODY_BYTES`` or ``GOMODEL_BODY_TIMEOUT``), build the Django request
+(routing/api/relay_request.py), call the view
 in the request's own task, and send the response. A watcher waits for the client's disconnect and cancels
 that task, which cancels the upstream request.
 
@@ -18,12 +19,10 @@ the current thread, which this path never opens (database work runs in ``routing
 from __future__ import annotations
 
 import asyncio
-import io
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
-from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
 
 from routing.api import views
@@ -31,6 +30,7 @@ from routing.api.arrival import ARRIVAL_ATTRIBUTE, Arrival
 from routing.api.asgi_types import ASGIApp, Receive, Scope, Send
 from routing.api.body_read import BodyRefused, ClientGone, read_body, refusal_response
 from routing.api.gateway_auth import CALLER_ATTRIBUTE, caller_from_scope, mark_served_open
+from routing.api.relay_request import RelayRequest
 from routing.config.runtime import current_table
 from routing.gateway.gateway_error import GatewayError
 from routing.gateway.response_headers import header_items
@@ -71,7 +71,7 @@ class RelayHandler:
         except BodyRefused as refusal:  # too large or too slow, refused while it arrived
             await _send(refusal_response(scope, refusal), send)
             return
-        request = ASGIRequest(scope, io.BytesIO(body))
+        request = RelayRequest(scope, body)
         setattr(request, CALLER_ATTRIBUTE, caller)
         setattr(request, ARRIVAL_ATTRIBUTE, arrival)
         task = asyncio.current_task()
