@@ -13,11 +13,18 @@ from __future__ import annotations
 
 import hashlib
 import re
+import string
 from typing import Any
 
 PREVIEW_CHARS = 80
-# Mask a window larger than the preview first, so a credential cut by the preview's end is still masked.
-_PREVIEW_WINDOW = 400
+# The preview is masked over a window this many characters longer than itself (whitespace already collapsed),
+# more than any pattern below needs to match, so whatever starts inside the preview is seen whole.
+_PREVIEW_MARGIN = 100
+# Raw characters read to fill that window: whitespace collapses, and the rest of a long body is never needed.
+_PREVIEW_SOURCE = 4 * (PREVIEW_CHARS + _PREVIEW_MARGIN)
+# The characters of every token, address and number the patterns mask. A window's end that falls inside a run
+# of them drops the run: a credential cut in two would match no pattern, and its first part would show.
+_RUN_CHARS = string.ascii_letters + string.digits + "_-+=./~%@"
 
 SECRET_MASK = "[secret]"  # noqa: S105 - the mask put in place of a secret, not one
 EMAIL_MASK = "[email]"
@@ -88,15 +95,27 @@ def mask_secrets(text: str) -> str:
     return text
 
 
+def _cut(text: str, end: int) -> str:
+    """``text[:end]``, less the run of token characters the cut would split."""
+    head = text[:end]
+    if len(text) > end and text[end] in _RUN_CHARS and head and head[-1] in _RUN_CHARS:
+        head = head.rstrip(_RUN_CHARS)
+    return head
+
+
 def preview(text: str, limit: int = PREVIEW_CHARS) -> str:
     """The first ``limit`` characters of ``text`` on one line, with credentials, e-mails and numbers masked."""
-    window = mask_secrets(text[:_PREVIEW_WINDOW])
+    window = " ".join(_cut(text, _PREVIEW_SOURCE).split())
+    shortened = len(text) > _PREVIEW_SOURCE
+    if len(window) > limit + _PREVIEW_MARGIN:
+        window = _cut(window, limit + _PREVIEW_MARGIN)
+        shortened = True
+    window = mask_secrets(window)
     if "@" in window:
         window = _EMAIL.sub(EMAIL_MASK, window)
     if _HAS_DIGIT.search(window):
         window = _DIGITS.sub(DIGITS_MASK, window)
-    window = " ".join(window.split())
-    if len(window) > limit or len(text) > _PREVIEW_WINDOW:
+    if len(window) > limit or shortened:
         return window[: limit - 1].rstrip() + "…"
     return window
 

@@ -142,3 +142,46 @@ def test_preview_is_short_and_single_line() -> None:
     assert len(shown) <= 80
     assert shown.endswith("…")
     assert cap_bytes("abc", 10) == "abc"
+
+
+SECRETS = (
+    "sk-proj" + "Q7x2Lm9Vb4Nc8Rt1Yw6Z" * 3,
+    "AKIA" + "Q7X2LM9VB4NC8RT1",
+    "eyJhbGciOiJIUzI1NiJ9." + "eyJzdWIiOiIxMjM0NTY3ODkwIn0" * 4 + ".c2lnbmF0dXJlX29mX3RoZV90b2tlbg",
+    "Q7x2Lm9Vb4Nc8Rt1Yw6ZQ7x2Lm9Vb4Nc8Rt1Yw6Z",  # a random-looking run
+    "alice.example.person@example-mail.com",
+    "4155551234567",
+)
+
+
+def _fragments(secret: str, size: int = 5) -> set[str]:
+    return {secret[i:i + size] for i in range(len(secret) - size + 1)}
+
+
+@pytest.mark.parametrize("secret", SECRETS)
+def test_a_secret_cut_by_a_window_shows_no_part_of_itself_wherever_it_falls(secret: str) -> None:
+    # Whitespace pads the secret to every position around the raw window's end and, after whitespace collapses,
+    # around the masked window's end; a masked token before it pulls the text after it forward into the preview.
+    long_token = "eyJhbGciOiJIUzI1NiJ9." + "eyJzdWIiOiIxMjM0NTY3ODkwIn0" * 8 + ".c2lnbmF0dXJlX29mX3RoZV90b2tlbg"
+    for lead in ("Note ", f"Token {long_token} then "):
+        for filler in (" ", "word "):
+            for count in range(0, 900, 3):
+                if filler == "word " and count > 200:
+                    break
+                shown = preview(lead + filler * count + secret + " and more words after it")
+                leaked = {part for part in _fragments(secret) if part in shown} - _fragments(long_token)
+                assert not leaked, (lead, filler, count, shown)
+
+
+def test_a_long_prompt_previews_its_start_masked_and_marked_as_cut() -> None:
+    text = "Please mail alice@example.com about order 12345678. " + "More context here. " * 200
+    shown = preview(text)
+    assert shown.startswith("Please mail [email] about order [digits]. More context here.")
+    assert shown.endswith("…")
+    assert len(shown) <= 80
+
+
+def test_text_without_spaces_keeps_its_preview() -> None:
+    text = "请帮我检查这段代码是否有错误" * 40  # no whitespace anywhere, as in much CJK text
+    shown = preview(text)
+    assert shown == text[:79] + "…"
