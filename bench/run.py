@@ -89,6 +89,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--profile-seconds", type=int, default=15, help="py-spy sampling time (default 15)")
     parser.add_argument("--profile-stats", type=Path, default=None,
                         help="also write the in-process cProfile as a pstats file here (for pstats or snakeviz)")
+    parser.add_argument("--profile-route", choices=("alias", "concrete"), default="alias",
+                        help="the request the in-process profile sends: through the tier alias and the adaptive pick "
+                             "(default) or to the concrete model")
     parser.add_argument("--sim-server", choices=("granian", "uvicorn"), default="granian",
                         help="serve the simulator with granian (default) or its own uvicorn CLI")
     parser.add_argument("--workers", type=int, default=2, help="gateway worker processes (default 2)")
@@ -297,8 +300,9 @@ class Bench:
 
     def profile_in_process(self) -> None:
         requests = 500 if self.args.quick else 1000
-        log(f"\n== the request path in one process, no HTTP server (cProfile, {requests} requests, 10 in flight)")
-        body = chat_json(PROFILES[0].alias, stream=False)
+        log(f"\n== the request path in one process, no HTTP server (cProfile, {requests} requests, 10 in flight, "
+            f"{self.args.profile_route} model)")
+        body = chat_json(model_for(PROFILES[0], self.args.profile_route), stream=False)
         completed = subprocess.run(
             [sys.executable, str(Path(__file__).resolve().parent / "harness" / "inprocess.py"), "--body", body,
              "--requests", str(requests), "--warmup", "300",
