@@ -61,7 +61,12 @@ def latency_slot(latency_ms: float) -> int:
 def rollup_rows(revisions: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The rollup rows (sums by dimensions, both spans) of revisions given as AuditRevision values by attname."""
     rows: dict[Key, dict[str, Any]] = {}
+    # A batch's revisions fall in a few buckets: each bucket's start is worked out once, by (span, the
+    # span's number since the epoch), which determines it in UTC, where every span divides a day.
+    starts: dict[tuple[int, int], dt.datetime] = {}
     for revision in revisions:
+        created_at = revision["created_at"]
+        epoch = int(created_at.timestamp())
         latency = float(revision.get("latency_ms") or 0.0)
         billed = revision.get("billed_cost_usd")
         cost = float(billed if billed is not None else revision.get("cost_usd") or 0.0)
@@ -69,8 +74,11 @@ def rollup_rows(revisions: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
         cache_column = CACHE_COLUMNS.get(revision.get("cache_outcome") or "")
         key_id = revision.get("key_id")
         for span in SPANS:
+            start = starts.get((span, epoch // span))
+            if start is None:
+                start = starts[span, epoch // span] = bucket_start(created_at, span)
             key: Key = (
-                span, bucket_start(revision["created_at"], span), NO_KEY if key_id is None else int(key_id),
+                span, start, NO_KEY if key_id is None else int(key_id),
                 revision.get("key_name") or "", revision.get("team") or "", revision.get("requested_model") or "",
                 revision.get("tier") or "", int(revision.get("status") or 0),
             )

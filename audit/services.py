@@ -13,6 +13,7 @@ import datetime as dt
 import functools
 import json
 import logging
+import types
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -48,85 +49,98 @@ def _when(unix: float) -> dt.datetime:
     return dt.datetime.fromtimestamp(unix, tz=dt.UTC)
 
 
+# The columns of an event without a tier decision or a selection (read-only: the lists are tuples).
+_NO_TIER: Mapping[str, Any] = types.MappingProxyType({
+    "alias": "", "tier": "", "target": "", "score": None, "signals": (), "reasoning_shortcut": False, "forced": False,
+    "pinned": False, "escalated": False, "pin_before": "", "escalation": "",
+})
+_NO_SELECTION: Mapping[str, Any] = types.MappingProxyType({
+    "virtual_model": "", "strategy": "", "winner": "", "why": "", "explored": False, "exploration": None,
+    "affinity": "", "candidates": (), "skipped": (), "rejected": (), "nested": (),
+})
+
+
 def revision_values(event: Mapping[str, Any]) -> dict[str, Any]:
     """The AuditRevision values of a prepared event, by attname (which is also the column name).
 
     The only mapping from an event to a revision row: the ORM path builds ``AuditRevision(**values)`` from
-    it and the PostgreSQL path sends it as it is, so the two cannot drift apart.
+    it and the PostgreSQL path sends it as it is, so the two cannot drift apart. ``prepare_event`` gives every
+    field (the bodies only when they are stored), so they are read by subscript: one call fewer for each of
+    about ninety fields of every event the writer stores.
     """
-    tier = event.get("tier") or {}
-    selection = event.get("selection") or {}
+    tier = event["tier"] or _NO_TIER
+    selection = event["selection"] or _NO_SELECTION
     usage = event["usage"]
-    attempts = event.get("attempts") or []
+    attempts = event["attempts"]
     tried = {a["target"] for a in attempts if a["target"]}
     return {
         "request_id": event["request_id"],
-        "operation_id": event.get("operation_id", ""),
+        "operation_id": event["operation_id"],
         "created_at": _when(event["created_at"]),
-        "key_id": event.get("key_id"),
-        "key_name": event.get("key_name", ""),
-        "team": event.get("team", ""),
-        "session_hash": event.get("session_hash", ""),
-        "session_source": event.get("session_source", ""),
-        "endpoint": event.get("endpoint", ""),
-        "requested_model": event.get("requested_model", ""),
-        "stream": event.get("stream", False),
-        "workload": event.get("workload", ""),
-        "deadline_ms": event.get("deadline_ms"),
-        "config_version": event.get("config_version"),
-        "tier_alias": tier.get("alias", ""),
-        "tier": tier.get("tier", ""),
-        "tier_target": tier.get("target", ""),
-        "category": event.get("category", ""),
-        "category_rule": event.get("category_rule", ""),
-        "category_detail": event.get("category_detail", ""),
-        "category_alias": event.get("category_alias", ""),
-        "category_target": event.get("category_target", ""),
-        "policy": event.get("policy", ""),
-        "policy_chain": event.get("policy_chain", ""),
-        "policy_detail": event.get("policy_decision") or {},
-        "score": tier.get("score"),
-        "signals": tier.get("signals", []),
-        "reasoning_shortcut": tier.get("reasoning_shortcut", False),
-        "tier_forced": tier.get("forced", False),
-        "tier_pinned": tier.get("pinned", False),
-        "tier_escalated": tier.get("escalated", False),
-        "pin_before": tier.get("pin_before", ""),
-        "tier_escalation": tier.get("escalation", ""),
-        "virtual_model": selection.get("virtual_model", ""),
-        "strategy": selection.get("strategy", ""),
-        "winner": selection.get("winner", ""),
-        "selection_why": selection.get("why", ""),
-        "explored": selection.get("explored", False),
-        "exploration": selection.get("exploration"),
-        "affinity": selection.get("affinity", ""),
-        "candidates": selection.get("candidates", []),
-        "skipped": selection.get("skipped", []),
-        "rejected": selection.get("rejected", []),
-        "nested_selections": selection.get("nested", []),
-        "limit_refused": event.get("limit", ""),
-        "target": event.get("target", ""),
-        "status": event.get("status"),
-        "error_class": event.get("error_class", ""),
-        "error_message": event.get("error_message", ""),
-        "validation": event.get("validation", ""),
-        "latency_ms": event.get("latency_ms", 0.0),
-        "ttfb_ms": event.get("ttfb_ms"),
+        "key_id": event["key_id"],
+        "key_name": event["key_name"],
+        "team": event["team"],
+        "session_hash": event["session_hash"],
+        "session_source": event["session_source"],
+        "endpoint": event["endpoint"],
+        "requested_model": event["requested_model"],
+        "stream": event["stream"],
+        "workload": event["workload"],
+        "deadline_ms": event["deadline_ms"],
+        "config_version": event["config_version"],
+        "tier_alias": tier["alias"],
+        "tier": tier["tier"],
+        "tier_target": tier["target"],
+        "category": event["category"],
+        "category_rule": event["category_rule"],
+        "category_detail": event["category_detail"],
+        "category_alias": event["category_alias"],
+        "category_target": event["category_target"],
+        "policy": event["policy"],
+        "policy_chain": event["policy_chain"],
+        "policy_detail": event["policy_decision"] or {},
+        "score": tier["score"],
+        "signals": tier["signals"],
+        "reasoning_shortcut": tier["reasoning_shortcut"],
+        "tier_forced": tier["forced"],
+        "tier_pinned": tier["pinned"],
+        "tier_escalated": tier["escalated"],
+        "pin_before": tier["pin_before"],
+        "tier_escalation": tier["escalation"],
+        "virtual_model": selection["virtual_model"],
+        "strategy": selection["strategy"],
+        "winner": selection["winner"],
+        "selection_why": selection["why"],
+        "explored": selection["explored"],
+        "exploration": selection["exploration"],
+        "affinity": selection["affinity"],
+        "candidates": selection["candidates"],
+        "skipped": selection["skipped"],
+        "rejected": selection["rejected"],
+        "nested_selections": selection["nested"],
+        "limit_refused": event["limit"],
+        "target": event["target"],
+        "status": event["status"],
+        "error_class": event["error_class"],
+        "error_message": event["error_message"],
+        "validation": event["validation"],
+        "latency_ms": event["latency_ms"],
+        "ttfb_ms": event["ttfb_ms"],
         "input_tokens": usage["input_tokens"],
         "output_tokens": usage["output_tokens"],
         "cached_input_tokens": usage["cached_input_tokens"],
         "reasoning_tokens": usage["reasoning_tokens"],
-        "cost_usd": event.get("cost_usd"),
+        "cost_usd": event["cost_usd"],
         **billed_values(event),
-        "usage_estimated": event.get("usage_estimated", False),
-        **_cache_values(event.get("cache") or {}),
+        "usage_estimated": event["usage_estimated"],
+        **_cache_values(event["cache"] or {}),
         "attempt_count": min(len(attempts), 32767),
         "fell_back": len(tried) > 1 or any(a["action"] == "fallback" for a in attempts),
-        "prompt_hash": event.get("prompt_hash", ""),
-        "prompt_preview": event.get("prompt_preview", ""),
-        "prompt_text": event.get("prompt_text", ""),
-        "output_hash": event.get("output_hash", ""),
-        "output_preview": event.get("output_preview", ""),
+        "prompt_hash": event["prompt_hash"],
+        "prompt_preview": event["prompt_preview"],
+        "prompt_text": event.get("prompt_text", ""),  # only when bodies are stored
+        "output_hash": event["output_hash"],
+        "output_preview": event["output_preview"],
         "output_text": event.get("output_text", ""),
     }
 

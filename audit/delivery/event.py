@@ -307,14 +307,9 @@ def _attempts_unique(attempts: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def prepare_event(raw: Any, *, store_bodies: bool, max_bytes: int) -> dict[str, Any]:
     """The cleaned, redacted event for ``raw``; never raises, idempotent."""
     if not isinstance(raw, dict):
-        return {
-            "request_id": content_request_id(repr(raw)),
-            "created_at": time.time(),
-            "validation": "malformed_event",
-            "error_message": _text(f"malformed audit event: {raw!r}", MAX_ERROR_CHARS),
-            "usage": _usage(None),
-            "attempts": [],
-        }
+        # Kept as an event of only these fields, so that a prepared event always has every field.
+        raw = {"request_id": content_request_id(repr(raw)), "validation": "malformed_event",
+               "error_message": f"malformed audit event: {raw!r}"}
     event = dict(raw)
     request_id = event.get("request_id")
     if not (isinstance(request_id, str) and _REQUEST_ID.match(request_id)):
