@@ -31,6 +31,8 @@ COHERE = "cohere.embed-english-v3"
 POOLED = ("rl-a", "rl-b", "er-a", "mj-a", "mj-b", "sc-a", "sc-b")
 SIM_MODELS = {name: {"latency_ms": 2, "chunk_count": 4}
               for name in (HAIKU, NOVA, *(f"anthropic.{pooled}" for pooled in POOLED))}
+# The mid-stream error must come after content the gateway has relayed (see test_cohere_and_presets.py).
+SIM_MODELS["anthropic.er-a"]["chunk_interval_ms"] = 200
 SIM_MODELS[TITAN] = {"dimensions": 256}
 SIM_MODELS[COHERE] = {"dimensions": 8}
 CAPS = ["text", "image", "tools", "json_schema"]
