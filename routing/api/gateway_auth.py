@@ -44,6 +44,7 @@ from django.http.request import split_domain_port, validate_host
 from routing.api.playground_token import TokenRefusal, is_token, key_of_token
 from routing.core.table import KeySpec, RoutingTable
 from routing.gateway.gateway_error import GatewayError
+from routing.gateway.response_headers import set_headers
 from routing.models import hash_secret
 from routing.ops.settings_cache import cached_settings
 
@@ -63,6 +64,7 @@ _BODYLESS_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 _DEFAULT_PORTS = {"http": "80", "https": "443"}
 OPEN_MODE = "this gateway serves requests without a gateway key (GOMODEL_AUTH=open) only from local programs"
 AUTH_HEADER = "X-GoModel-Auth"
+_SERVED_OPEN = {AUTH_HEADER: "open"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +85,7 @@ OPEN_CALLER = Caller(None)
 def mark_served_open(response: HttpResponseBase, caller: Caller | None) -> None:
     """Say on ``response`` that it was served with no key checked (``GOMODEL_AUTH=open``), whatever key was sent."""
     if caller is not None and caller.key is None:
-        response[AUTH_HEADER] = "open"
+        set_headers(response, _SERVED_OPEN)
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,14 +204,47 @@ def local_program_refusal(sender: Sender) -> GatewayError | None:
     return None
 
 
+class _LocalHostVerdicts:
+    """``is_local_host``'s verdicts by Host header, for the ALLOWED_HOSTS they were reached with.
+
+    A keyless request checks its Host on every call, and a client sends the same Host each time; the check is
+    a dozen Python calls. The table is bounded and a full one keeps what it has, so Hosts a client invents
+    cost the check, never memory. It starts afresh when ALLOWED_HOSTS is another object (a setting changed).
+    """
+
+    LIMIT = 64
+
+    def __init__(self) -> None:
+        self.allowed: object = None
+        self.verdicts: dict[str, bool] = {}
+
+    def verdict(self, host: str) -> bool:
+        allowed = cached_settings.ALLOWED_HOSTS
+        if allowed is not self.allowed:
+            self.allowed, self.verdicts = allowed, {}
+        found = self.verdicts.get(host)
+        if found is None:
+            found = _is_local_host(host, allowed)
+            if len(self.verdicts) < self.LIMIT:
+                self.verdicts[host] = found
+        return found
+
+
+_LOCAL_HOSTS = _LocalHostVerdicts()
+
+
 def is_local_host(host: str) -> bool:
     """Whether a Host header names this machine by a loopback name, or is one of the operator's ALLOWED_HOSTS."""
+    return _LOCAL_HOSTS.verdict(host)
+
+
+def _is_local_host(host: str, allowed_hosts: list[str]) -> bool:
     domain, _port = split_domain_port(host.strip().lower())
     if not domain:
         return False
     if domain == "localhost" or is_loopback(domain[1:-1] if domain.startswith("[") else domain):
         return True
-    return validate_host(domain, cached_settings.ALLOWED_HOSTS)
+    return validate_host(domain, allowed_hosts)
 
 
 def is_json_type(content_type: str | None) -> bool:

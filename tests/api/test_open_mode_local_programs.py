@@ -122,6 +122,25 @@ def test_it_refuses_a_rebound_host_name(host: str) -> None:
         assert "http://127.0.0.1:<port>/v1" in error["message"]
 
 
+def test_a_host_served_before_is_refused_once_allowed_hosts_drops_it(settings: Any) -> None:
+    host = [(b"host", b"gateway.internal:8000")]
+    assert asgi("/v1/models", "GET", host).status == 200
+    settings.ALLOWED_HOSTS = ["127.0.0.1", "localhost"]  # the verdict kept for this Host is for the old list
+    assert asgi("/v1/models", "GET", host).status == 403
+    settings.ALLOWED_HOSTS = ["gateway.internal"]
+    assert asgi("/v1/models", "GET", host).status == 200
+
+
+def test_hosts_a_client_invents_are_checked_each_time_but_never_fill_memory() -> None:
+    from routing.api.gateway_auth import _LOCAL_HOSTS, is_local_host
+
+    invented = [f"h{i}.attacker.example" for i in range(3 * _LOCAL_HOSTS.LIMIT)]
+    assert not any(is_local_host(host) for host in invented)
+    assert len(_LOCAL_HOSTS.verdicts) <= _LOCAL_HOSTS.LIMIT
+    assert is_local_host("localhost:9")  # a full table still gives every other Host its verdict
+    assert not is_local_host(invented[-1])
+
+
 @pytest.mark.parametrize("origin", ["https://attacker.example", "http://localhost:3000", "null",
                                     "http://127.0.0.1:8001", "http://gateway.internal:8000"])
 def test_it_refuses_a_page_on_another_origin(client: Client, origin: str) -> None:
