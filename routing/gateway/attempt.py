@@ -109,6 +109,7 @@ class AttemptSpec:
     # The client's request headers (lower-case names): an adapter passes on the few that change what its API
     # does (``anthropic-beta`` to Anthropic, OpenRouter's attribution headers); no other header leaves.
     client_headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+    needs: Mapping[str, str] | None = None  # the body's ``required_capabilities``, scanned once per request
 
     def __repr__(self) -> str:
         shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.repr)
@@ -124,7 +125,7 @@ def _request(spec: AttemptSpec) -> upstream.UpstreamRequest:
     else:
         built = get_adapter(spec.provider.kind).build_request(
             provider=spec.provider, model=spec.model, body=spec.body, inbound=spec.inbound, stream=spec.stream,
-            api_key=spec.api_key, client_headers=spec.client_headers,
+            api_key=spec.api_key, client_headers=spec.client_headers, needs=spec.needs,
         )
     payload = compact_json(built.json)
     timeout = min(spec.timeout_s, spec.provider.timeout_s)

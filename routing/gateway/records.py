@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import time
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +24,8 @@ from routing.core.policies import PolicySpec, PolicyStep, chain_label
 from routing.core.selector import Selection
 from routing.core.sessions import SessionId, detect_session
 from routing.core.table import KeySpec, ModelSpec, RoutingTable
+from routing.gateway.random_ids import random_id
+from routing.providers.capabilities import required_capabilities
 from routing.providers.errors import Inbound
 from routing.providers.responses_api.calls import ResponsesCall
 
@@ -62,6 +63,12 @@ class Call:
     def session(self) -> SessionId:
         """The request's session, detected on first use: a request for a concrete model never needs one."""
         return detect_session(self.features, self.headers, key_id=self.key_scope)
+
+    @functools.cached_property
+    def needs(self) -> dict[str, str]:
+        """What the body needs from a model (``required_capabilities``): scanned once, for the tier's capability
+        check and for every attempt's."""
+        return required_capabilities(self.inbound, self.body)
 
     @property
     def detected_session(self) -> SessionId | None:
@@ -284,7 +291,7 @@ class AttemptRecord:
     seq: int
     target: str
     provider: str
-    attempt_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    attempt_id: str = field(default_factory=random_id)
     started: float = field(default_factory=time.monotonic)  # when it was begun (its trace span's start)
     outcome: AttemptOutcome | None = None
     ttfb_s: float | None = None

@@ -36,7 +36,6 @@ from routing.gateway.resolve import request_contract
 from routing.gateway.state import state
 from routing.gateway.tiers import TIER_PIN_NAMESPACE
 from routing.ops import metrics
-from routing.providers import required_capabilities
 
 CAPABILITY = "capability"
 _TEXT_ONLY = frozenset({"text"})
@@ -49,7 +48,7 @@ async def capable_route(call: Call, route: TierRouteSpec, tier: str, route_contr
 
     Changes nothing (``/v1/routing/explain`` uses it as it is); raises the 400 when no tier can serve.
     """
-    needs = required_capabilities(call.inbound, call.body)
+    needs = call.needs
     if not needs and contract.modalities <= _TEXT_ONLY and not contract.needs_tools and not contract.schemas:
         return _KEEP[tier], contract  # most requests: plain text, which every model takes
     wanted = wanted_capabilities(contract, needs)

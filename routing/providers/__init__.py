@@ -6,11 +6,13 @@ Public API::
 
     adapter.build_request(*, provider: ProviderSpec, model: ModelSpec, body: dict,
                           inbound: "openai" | "anthropic", stream: bool, api_key: str,
-                          client_headers: Mapping[str, str] | None = None) -> ProviderRequest
+                          client_headers: Mapping[str, str] | None = None,
+                          needs: Mapping[str, str] | None = None) -> ProviderRequest
         # ProviderRequest(method, url, headers, json); raises CapabilityError / RequestShapeError
         # (both TranslationError: status 400, .param = JSON path in the client's body) BEFORE sending.
         # client_headers: the client's request headers; only anthropic-beta (Anthropic client to an
-        # Anthropic provider) is passed on. The request's repr hides the key.
+        # Anthropic provider) is passed on. needs: required_capabilities of this body, when already
+        # scanned (None: scanned here). The request's repr hides the key.
 
     adapter.parse_response(*, status: int, data: bytes, inbound, public_model: str,
                            created: int | None = None) -> ParsedResponse

@@ -107,13 +107,15 @@ class Adapter:
         stream: bool,
         api_key: str,
         client_headers: Mapping[str, str] | None = None,
+        needs: Mapping[str, str] | None = None,
     ) -> ProviderRequest:
         """The upstream request for a client body, or CapabilityError / RequestShapeError before sending.
 
         ``client_headers`` (optional, lower- or mixed-case names) lets a format forward the few client
-        headers that change what its API does, such as ``anthropic-beta`` to Anthropic.
+        headers that change what its API does, such as ``anthropic-beta`` to Anthropic. ``needs`` is what
+        ``required_capabilities`` found in this same body, when the caller has it already; None scans it.
         """
-        check_capabilities(model, required_capabilities(inbound, body))
+        check_capabilities(model, required_capabilities(inbound, body) if needs is None else needs)
         payload = self.payload(model=model, body=body, inbound=inbound, stream=stream)
         headers = self.headers(api_key)
         if client_headers:

@@ -17,6 +17,7 @@ from routing.gateway.gateway_error import GatewayError
 from routing.gateway.inspection.explain import explain_call
 from routing.gateway.state import GatewayState, state
 from routing.gateway.tiers import TIER_PIN_NAMESPACE
+from routing.providers.capabilities import required_capabilities
 from routing.simulator import SimulatorServer
 from tests.gateway import support
 from tests.gateway.support import Reply, answer, counted, request, routing_table, run
@@ -156,6 +157,23 @@ def test_a_forced_tier_is_not_second_guessed(sim: SimulatorServer, table: Routin
     assert "image" in reply.error["message"]
     assert "X-GoModel-Pro-Tier-Escalated" not in reply.headers
     assert sim.received() == []
+
+
+def test_the_body_is_scanned_once_for_the_tier_and_the_attempts(
+        sim: SimulatorServer, table: RoutingTable, monkeypatch: pytest.MonkeyPatch) -> None:
+    from routing.gateway import records
+
+    scanned: list[str] = []
+
+    def counting(inbound: Any, body: Any) -> dict[str, str]:
+        scanned.append(inbound)
+        return required_capabilities(inbound, body)
+
+    monkeypatch.setattr(records, "required_capabilities", counting)
+    reply = send(table, "vision", messages=image_message())
+    assert reply.status == 200, reply.body
+    assert reply.headers["X-GoModel-Pro-Tier-Escalated"] == "capability"
+    assert scanned == ["openai"]
 
 
 def test_explain_shows_the_escalation_and_leaves_the_pin_alone(

@@ -113,10 +113,11 @@ class AnthropicAdapter(Adapter):
         stream: bool,
         api_key: str,
         client_headers: Mapping[str, str] | None = None,
+        needs: Mapping[str, str] | None = None,
     ) -> ProviderRequest:
         """The upstream request, with the client's ``anthropic-beta`` narrowed to the provider's allowed betas."""
         request = super().build_request(provider=provider, model=model, body=body, inbound=inbound, stream=stream,
-                                        api_key=api_key)
+                                        api_key=api_key, needs=needs)
         request.headers.update(beta_headers(client_headers, provider, inbound))
         return request
 
