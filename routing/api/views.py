@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import time
-import uuid
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
@@ -31,6 +30,7 @@ from routing.gateway.count_tokens import count_tokens as count_tokens_call
 from routing.gateway.gateway_error import GatewayError
 from routing.gateway.governance import RequestCount
 from routing.gateway.inspection.explain import explain_call
+from routing.gateway.random_ids import random_id
 from routing.gateway.records import Call
 from routing.gateway.responses_endpoint import responses_call
 from routing.ops.settings_cache import cached_settings
@@ -124,7 +124,7 @@ def _prepare(request: HttpRequest, inbound: Inbound, request_id: str, body: dict
 async def _proxy(request: HttpRequest, inbound: Inbound) -> HttpResponseBase:
     if request.method != "POST":
         return error_response(inbound, GatewayError(405, f"Use POST for {request.path}.", code="method_not_allowed"))
-    request_id = uuid.uuid4().hex
+    request_id = random_id()
     try:
         return await engine.handle(_prepare(request, inbound, request_id))
     except GatewayError as exc:
@@ -145,7 +145,7 @@ async def embeddings(request: HttpRequest) -> HttpResponseBase:
     """POST /v1/embeddings (OpenAI shape): through the same keys, limits, routing and fallbacks as chat."""
     if request.method != "POST":
         return error_response("openai", GatewayError(405, f"Use POST for {request.path}.", code="method_not_allowed"))
-    request_id = uuid.uuid4().hex
+    request_id = random_id()
     try:
         return await engine.handle(_prepare_embeddings(request, request_id))
     except GatewayError as exc:
@@ -175,7 +175,7 @@ async def responses(request: HttpRequest) -> HttpResponseBase:
     """POST /v1/responses (OpenAI's Responses API): routed like chat completions, answered as a Response."""
     if request.method != "POST":
         return error_response("openai", GatewayError(405, f"Use POST for {request.path}.", code="method_not_allowed"))
-    request_id = uuid.uuid4().hex
+    request_id = random_id()
     try:
         return await engine.handle(await _prepare_responses(request, request_id))
     except GatewayError as exc:
@@ -197,7 +197,7 @@ async def count_tokens(request: HttpRequest) -> HttpResponseBase:
     if request.method != "POST":
         return error_response("anthropic", GatewayError(405, f"Use POST for {request.path}.",
                                                         code="method_not_allowed"))
-    request_id = uuid.uuid4().hex
+    request_id = random_id()
     try:
         table = current_table()
         caller = caller_of(request, table)
@@ -298,7 +298,7 @@ async def explain(request: HttpRequest) -> HttpResponseBase:
     if request.method != "POST":
         return error_response(inbound, GatewayError(405, "Use POST for /v1/routing/explain.",
                                                     code="method_not_allowed"))
-    request_id = uuid.uuid4().hex
+    request_id = random_id()
     try:
         if request.GET.get("endpoint") == "responses":  # a Responses body, explained as its chat equivalent
             call = await _prepare_responses(request, request_id)

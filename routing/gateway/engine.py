@@ -14,7 +14,6 @@ import dataclasses
 import json
 import math
 import time
-import uuid
 from typing import NoReturn
 
 from django.http import HttpResponse, StreamingHttpResponse
@@ -35,6 +34,7 @@ from routing.gateway.gateway_error import GatewayError
 from routing.gateway.governance import admit_limits, settle_limits, settle_limits_soon
 from routing.gateway.planning import TARGET_PIN_NAMESPACE, PlanInputs, plan_targets
 from routing.gateway.policies import choose_policy, count_decision, settle_policy, unmet_error
+from routing.gateway.random_ids import random_id
 from routing.gateway.records import Call, CategoryDecision, Journey, Plan
 from routing.gateway.resolve import admit, route_chain
 from routing.gateway.responses_endpoint import continue_conversation
@@ -164,7 +164,7 @@ async def embed_for_cache(call: Call, model: str, text: str) -> list[float] | No
         return None
     features = dataclasses.replace(extract_features({"model": model}, "openai"),
                                    estimated_input_tokens=parsed.estimated_tokens())
-    embedding = Call(request_id=uuid.uuid4().hex, inbound="openai", key=call.key, body=body, features=features,
+    embedding = Call(request_id=random_id(), inbound="openai", key=call.key, body=body, features=features,
                      headers={}, table=call.table, endpoint="embeddings", embeddings=parsed)
     try:
         response = await handle(embedding)
