@@ -26,6 +26,7 @@ from routing.core.table import ModelSpec
 from routing.core.validate import ValidationRules, validate_answer
 from routing.gateway import audit_handoff, cache_fill, governance, stored_responses, tracing
 from routing.gateway.attempt import AttemptResult, LiveStream, model_cost, used_tokens
+from routing.gateway.bytes_response import BytesResponse
 from routing.gateway.planning import TARGET_PIN_NAMESPACE
 from routing.gateway.records import AttemptRecord, Call, Journey
 from routing.gateway.response_headers import set_headers
@@ -100,8 +101,7 @@ def json_response(
     if keys:
         headers["X-GoModel-Execution-Keys"] = json.dumps(keys, separators=(",", ":"))
     body = compact_json(result.client_body)
-    response = HttpResponse(body, content_type="application/json", status=200)
-    set_headers(response, headers)
+    response = BytesResponse(body, "application/json", headers)
     if journey.operation_id:
         journey.replay_blob = stored_answer(body, "application/json", headers)
     cache_fill.fill_json(call, journey, result.client_body)

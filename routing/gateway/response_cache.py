@@ -28,10 +28,12 @@ from routing.core.cache import (
     semantic_partition,
 )
 from routing.gateway import governance, stored_responses
+from routing.gateway.bytes_response import BytesResponse
 from routing.gateway.cache_store import answer_of, decode_entry, protocol_of, store, vectors
 from routing.gateway.client_answer import RelayStream, finish
 from routing.gateway.gateway_error import GatewayError
 from routing.gateway.records import CacheDecision, Call, Journey
+from routing.gateway.response_headers import set_headers
 from routing.ops import metrics
 from routing.providers import client_wants_usage
 from routing.providers.responses_api.ids import item_id
@@ -137,18 +139,15 @@ async def _answer(call: Call, journey: Journey, entry: dict[str, Any]) -> HttpRe
     headers = journey.headers(call.request_id)
     finish(call, journey)
     await governance.settle_limits(call, journey)
-    response: HttpResponse | StreamingHttpResponse
-    if call.features.stream:
-        frames = b"".join(replay_frames(protocol_of(call), body,
-                                        include_usage=client_wants_usage(call.inbound, call.body)))
-        response = RelayStream(_once(frames), content_type="text/event-stream", status=200)
-        response["Cache-Control"] = "no-cache"
-        response["X-Accel-Buffering"] = "no"
-    else:
-        response = HttpResponse(json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode(),
-                                content_type="application/json", status=200)
-    for name, value in headers.items():
-        response[name] = value
+    if not call.features.stream:
+        return BytesResponse(json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode(),
+                             "application/json", headers)
+    frames = b"".join(replay_frames(protocol_of(call), body,
+                                    include_usage=client_wants_usage(call.inbound, call.body)))
+    response = RelayStream(_once(frames), content_type="text/event-stream", status=200)
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"
+    set_headers(response, headers)
     return response
 
 
