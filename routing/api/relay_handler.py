@@ -33,7 +33,7 @@ from routing.api.gateway_auth import CALLER_ATTRIBUTE, caller_from_scope, mark_s
 from routing.api.relay_request import RelayRequest
 from routing.config.runtime import current_table
 from routing.gateway.gateway_error import GatewayError
-from routing.gateway.response_headers import header_items
+from routing.gateway.response_headers import encoded_header_items
 from routing.providers.errors import Inbound
 
 log = logging.getLogger("gomodel.relay")
@@ -107,7 +107,7 @@ async def _watch_disconnect(receive: Receive, task: asyncio.Task[Any], gone: lis
 
 
 async def _send(response: HttpResponseBase, send: Send) -> None:
-    headers = [(name.encode("latin-1"), value.encode("latin-1")) for name, value in header_items(response)]
+    headers = encoded_header_items(response)
     frames = getattr(response, "source", None)  # the engine's frames are bytes already
     try:
         await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
