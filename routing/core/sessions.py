@@ -34,6 +34,7 @@ SESSION_HEADERS = (
     "Agent-Session-Id",
 )
 _LOWER_SESSION_HEADERS = tuple((name, name.lower()) for name in SESSION_HEADERS)
+_SESSION_HEADER_SPELLINGS = frozenset(spelling for pair in _LOWER_SESSION_HEADERS for spelling in pair)
 TIERS = ("easy", "hard")  # in escalation order: a pin only ever moves to the right
 
 
@@ -55,10 +56,13 @@ def detect_session(features: Features, headers: Mapping[str, str], *, key_id: in
     ``headers`` may be case-insensitive (Django's ``request.headers``) or a plain mapping with lower-case
     names (ASGI); both spellings are tried.
     """
-    for canonical, lower in _LOWER_SESSION_HEADERS:
-        value = headers.get(lower) or headers.get(canonical)
-        if isinstance(value, str) and value.strip():
-            return _scoped(key_id, "explicit", value.strip(), f"header:{lower}")
+    # A plain dict matches names exactly, so one set operation tells whether any spelling is there at all
+    # (most requests send no session header); a case-insensitive mapping is asked name by name.
+    if type(headers) is not dict or not headers.keys().isdisjoint(_SESSION_HEADER_SPELLINGS):
+        for canonical, lower in _LOWER_SESSION_HEADERS:
+            value = headers.get(lower) or headers.get(canonical)
+            if isinstance(value, str) and value.strip():
+                return _scoped(key_id, "explicit", value.strip(), f"header:{lower}")
     for field, value in (
         ("metadata.user_id", features.metadata_user_id),
         ("session_id", features.session_id),

@@ -49,6 +49,16 @@ def test_it_reads_headers_in_either_spelling_and_trims_them(headers: dict[str, s
     assert session.value == detect_session(features(), {"Session-Id": "abc"}, key_id=1).value
 
 
+@pytest.mark.parametrize("name", [spelling for name in SESSION_HEADERS for spelling in (name, name.lower())])
+def test_every_header_is_read_from_a_plain_dict_and_a_case_insensitive_mapping(name: str) -> None:
+    from django.http.request import HttpHeaders
+
+    plain = detect_session(features(), {"content-type": "application/json", name: "abc"}, key_id=1)
+    insensitive = detect_session(features(), HttpHeaders({f"HTTP_{name.upper().replace('-', '_')}": "abc"}), key_id=1)
+    assert plain.source == insensitive.source == f"header:{name.lower()}"
+    assert plain.value == insensitive.value
+
+
 def test_it_skips_blank_values() -> None:
     session = detect_session(features(session_id="  ", user="u"), {"X-Session-Id": " "}, key_id=1)
     assert session.source == "body:user"
