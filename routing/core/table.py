@@ -284,6 +284,8 @@ class RoutingTable:
     # every request asks the same few names several times (planning, tier escalation, the response).
     _leaves: dict[str, tuple[ModelSpec, ...]] = field(default_factory=dict, init=False, repr=False, compare=False)
     _endpoints: dict[str, frozenset[str]] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _kinds: dict[str, str] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _prices: dict[str, float | None] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @staticmethod
     def build(
@@ -323,6 +325,14 @@ class RoutingTable:
 
     def kind_of(self, name: str) -> str | None:
         """``"tier"``, ``"category"``, ``"virtual"``, ``"model"`` or None for a name a client may send as ``model``."""
+        found = self._kinds.get(name)
+        if found is None:
+            found = self._kind_of(name)
+            if found is not None:  # only names the table has: a client's unknown model names must not grow it
+                self._kinds[name] = found
+        return found
+
+    def _kind_of(self, name: str) -> str | None:
         if name in self.tier_routes and self.tier_routes[name].enabled:
             return "tier"
         if name in self.category_routes and self.category_routes[name].enabled:
@@ -343,6 +353,18 @@ class RoutingTable:
                     self._leaves[name] = found
             return found
         return self._leaf_models(name, _depth)
+
+    def cheapest_price(self, name: str) -> float | None:
+        """Input + output price per 1M tokens of the cheapest priced model ``name`` can end up at; None when none
+        of them is priced."""
+        if name in self._prices:
+            return self._prices[name]
+        prices = [(m.input_price or 0.0) + (m.output_price or 0.0) for m in self.leaf_models(name)
+                  if m.input_price is not None or m.output_price is not None]
+        found = min(prices) if prices else None
+        if self.kind_of(name) is not None:  # only names the table has
+            self._prices[name] = found
+        return found
 
     def _leaf_models(self, name: str, _depth: int) -> tuple[ModelSpec, ...]:
         if _depth > MAX_VIRTUAL_DEPTH:

@@ -77,10 +77,8 @@ def _plan_into(name: str, inputs: PlanInputs, state: GatewayState, plan: Plan, d
         if limit is not None:
             record.skipped.append((target.name, limit))
             continue
-        price = _price(target.name, table)
-        candidates.append(
-            Candidate(name=target.name, health=state.health.get(target.name), weight=target.weight, price=price)
-        )
+        candidates.append(Candidate(name=target.name, health=state.health.get(target.name), weight=target.weight,
+                                    price=table.cheapest_price(target.name)))
 
     if not candidates:
         limited = any(reason in LIMIT_REASONS for _name, reason in record.skipped)
@@ -161,16 +159,6 @@ def _at_limit(name: str, inputs: PlanInputs, state: GatewayState, plan: Plan) ->
         wait = state.quotas.retry_after_s(name, inputs.now)
         plan.limit_retry_after_s = wait if plan.limit_retry_after_s is None else min(plan.limit_retry_after_s, wait)
     return reason
-
-
-def _price(name: str, table: RoutingTable) -> float | None:
-    """Input + output price per 1M tokens; for a nested virtual model, its cheapest priced leaf."""
-    prices = [
-        (m.input_price or 0.0) + (m.output_price or 0.0)
-        for m in table.leaf_models(name)
-        if m.input_price is not None or m.output_price is not None
-    ]
-    return min(prices) if prices else None
 
 
 def _candidate_view(candidate: Candidate, weight: float, now: float, cold_start: int) -> dict[str, Any]:
