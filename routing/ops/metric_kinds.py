@@ -3,7 +3,8 @@
 prometheus_client's ``Counter.inc`` checks observability through two method calls before it writes, and
 ``Histogram.observe`` walks its bucket bounds with ``enumerate`` in Python; a request makes about seventeen
 such writes. These subclasses write the value directly when the call is the ordinary one (on a child, without
-an exemplar, a non-negative increment or an observation that is not NaN) and find the bucket with ``bisect``.
+an exemplar, a non-negative increment or an observation that is not NaN) and find the bucket with ``bisect``;
+in multiprocess mode a histogram's sum and bucket are written under one taking of the lock.
 Anything else (a parent, an exemplar, a negative increment, NaN) goes to prometheus_client's own method, so
 errors and exemplars behave exactly as before. Samples, names and files are prometheus_client's: only the write
 path is shorter.
@@ -16,6 +17,8 @@ from typing import Any
 
 from prometheus_client import Counter as _Counter
 from prometheus_client import Histogram as _Histogram
+
+from routing.ops.metric_values import SlotValue
 
 
 class Counter(_Counter):
@@ -30,9 +33,14 @@ class Histogram(_Histogram):
     def observe(self, amount: float, exemplar: Any = None) -> None:
         # ``amount == amount`` is False only for NaN, which prometheus_client adds to the sum and to no bucket.
         if exemplar is None and amount == amount and (self._labelvalues or not self._labelnames):
-            self._sum.inc(amount)
             # The first bound >= amount, as prometheus_client's "amount <= bound" walk finds it; the last bound
             # is +Inf, so the index is always in range.
-            self._buckets[bisect_left(self._upper_bounds, amount)].inc(1)
+            bucket = self._buckets[bisect_left(self._upper_bounds, amount)]
+            total = self._sum
+            if total.__class__ is SlotValue:  # multiprocess mode: both slots under one taking of the lock
+                total.inc_with(amount, bucket, 1)
+            else:
+                total.inc(amount)
+                bucket.inc(1)
             return
         super().observe(amount, exemplar)

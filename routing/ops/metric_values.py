@@ -88,6 +88,17 @@ class SlotValue:
             # The map is looked up on each write: MmapedDict replaces it when the file grows.
             self._file._m[self._start:self._end] = _PACK(self._value, 0.0)
 
+    def inc_with(self, amount: float, other: SlotValue, other_amount: float) -> None:
+        """``self.inc(amount)`` and ``other.inc(other_amount)`` under one taking of the lock (a histogram's sum
+        and bucket)."""
+        with _FILES.lock:
+            self._value += amount
+            self._timestamp = 0.0
+            self._file._m[self._start:self._end] = _PACK(self._value, 0.0)
+            other._value += other_amount
+            other._timestamp = 0.0
+            other._file._m[other._start:other._end] = _PACK(other._value, 0.0)
+
     def set(self, value: float, timestamp: float | None = None) -> None:
         with _FILES.lock:
             self._value = value

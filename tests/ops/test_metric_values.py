@@ -19,8 +19,10 @@ SCENARIO = textwrap.dedent("""
     if sys.argv[1] == "slots":
         from routing.ops import metric_values
         metric_values.install()
+        from routing.ops.metric_kinds import Histogram  # its sum and bucket written together (inc_with)
     requests = Counter("t_requests_total", "requests", ["model"])
     latency = Histogram("t_latency_seconds", "latency", buckets=(0.1, 1.0))
+    sizes = Histogram("t_sizes", "sizes", ["kind"], buckets=(10.0, 100.0))
     inflight = Gauge("t_inflight", "in flight", multiprocess_mode="livesum")
     for _ in range(3):
         requests.labels("a").inc()
@@ -35,8 +37,9 @@ SCENARIO = textwrap.dedent("""
         os._exit(0)
     os.waitpid(child, 0)
     def hammer():
-        for _ in range(20000):
+        for i in range(20000):
             requests.labels("c").inc()
+            sizes.labels("x").observe(i % 200)
     threads = [threading.Thread(target=hammer) for _ in range(4)]
     for t in threads:
         t.start()
@@ -71,6 +74,9 @@ def test_the_slot_value_sums_across_a_fork_and_loses_nothing_to_threads(tmp_path
     assert sample(text, 't_requests_total{model="c"}') == 80000.0
     assert sample(text, "t_latency_seconds_count") == 3.0
     assert sample(text, 't_latency_seconds_bucket{le="1.0"}') == 2.0
+    assert sample(text, 't_sizes_count{kind="x"}') == 80000.0
+    assert sample(text, 't_sizes_bucket{kind="x",le="10.0"}') == 4 * 100 * 11  # 0..10 of every 200
+    assert sample(text, 't_sizes_sum{kind="x"}') == 4 * 100 * sum(range(200))
     assert sample(text, "t_inflight") == 4.0  # the child's file holds 0 for it: a live sum of one process
     assert len(list((tmp_path / "slots").glob("counter_*.db"))) == 2
 
