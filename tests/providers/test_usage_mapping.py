@@ -73,3 +73,11 @@ def test_cached_tokens_are_priced_at_the_cached_price_whatever_the_source() -> N
                                      "prompt_tokens_details": {"cached_tokens": 1_000_000}})
     for usage in (from_anthropic, from_openai):
         assert cost_usd(usage, input_price=3.0, output_price=15.0, cached_input_price=0.3) == pytest.approx(0.3)
+
+
+@pytest.mark.parametrize("odd", [True, False, -3, 0, 2.5, "12", None, [4], {"n": 4}])
+def test_a_count_that_is_not_a_positive_json_integer_counts_zero(odd: Any) -> None:
+    wire = {"prompt_tokens": odd, "completion_tokens": 7,
+            "prompt_tokens_details": {"cached_tokens": odd}, "completion_tokens_details": {"reasoning_tokens": odd}}
+    assert usage_from_openai(wire) == Usage(input_tokens=0, output_tokens=7)
+    assert usage_from_anthropic({"input_tokens": odd, "output_tokens": odd}) == Usage()

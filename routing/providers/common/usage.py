@@ -22,7 +22,8 @@ from routing.core.answer import Usage
 
 
 def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+    # A JSON integer is exactly an int (``bool`` is a subclass, and ``true`` is no count): one class test.
+    return value if value.__class__ is int and value > 0 else 0
 
 
 def _dict(value: Any) -> dict[str, Any]:

@@ -48,8 +48,11 @@ def reasoning_text(message_or_delta: dict[str, Any]) -> str:
 
 
 def tool_calls_of(message: dict[str, Any]) -> tuple[ToolCall, ...]:
+    raw = message.get("tool_calls")
+    if not raw:  # most answers: none, null or absent
+        return ()
     calls = []
-    for call in list_or_empty(message.get("tool_calls")):
+    for call in list_or_empty(raw):
         if not isinstance(call, dict):
             continue
         function = object_or_empty(call.get("function"))
