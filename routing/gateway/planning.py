@@ -61,6 +61,9 @@ def _plan_into(name: str, inputs: PlanInputs, state: GatewayState, plan: Plan, d
         return
 
     candidates: list[Candidate] = []
+    # The concrete models among the targets, once they passed the contract and their provider's limits below:
+    # planned as they are, without checking them again one level down.
+    vetted: dict[str, ModelSpec] = {}
     record = SelectionRecord(virtual_model=name, strategy=virtual.strategy, selection=None, winner=None, why="")
     for target in virtual.targets:
         if table.kind_of(target.name) is None:
@@ -77,6 +80,8 @@ def _plan_into(name: str, inputs: PlanInputs, state: GatewayState, plan: Plan, d
         if limit is not None:
             record.skipped.append((target.name, limit))
             continue
+        if eligible[0].name == target.name:  # a concrete model by its own name (an alias is planned by name below)
+            vetted[target.name] = eligible[0]
         candidates.append(Candidate(name=target.name, health=state.health.get(target.name), weight=target.weight,
                                     price=table.cheapest_price(target.name)))
 
@@ -105,7 +110,7 @@ def _plan_into(name: str, inputs: PlanInputs, state: GatewayState, plan: Plan, d
             record.winner, record.why = only.name, _policy_why(inputs, "only eligible target")
             record.candidates = [_candidate_view(only, 1.0, inputs.now, 0)]
             plan.records.append(record)
-            _plan_into(only.name, inputs, state, plan, depth + 1)
+            _plan_next(only.name, vetted, inputs, state, plan, depth)
             return
 
     # A policy's own order is deterministic, so a session keeps its target without a pin or a warm-cache bonus.
@@ -139,7 +144,18 @@ def _plan_into(name: str, inputs: PlanInputs, state: GatewayState, plan: Plan, d
             plan.retry_after_s = retry_after if plan.retry_after_s is None else min(plan.retry_after_s, retry_after)
         return
     for target_name in selection.order:
-        _plan_into(target_name, inputs, state, plan, depth + 1)
+        _plan_next(target_name, vetted, inputs, state, plan, depth)
+
+
+def _plan_next(name: str, vetted: dict[str, ModelSpec], inputs: PlanInputs, state: GatewayState, plan: Plan,
+               depth: int) -> None:
+    """Plan a chosen target: a vetted concrete model as it is (nothing it was checked against has changed since,
+    at the same ``now``), anything else one level down."""
+    model = vetted.get(name)
+    if model is not None:
+        plan.models.append(model)
+    else:
+        _plan_into(name, inputs, state, plan, depth + 1)
 
 
 def _policy_why(inputs: PlanInputs, why: str) -> str:
