@@ -81,6 +81,9 @@ class Publisher:
         # (event, its place in the journal or None), in the journal's order
         self._buffer: collections.deque[tuple[Any, Mark | None]] = collections.deque()
         self._wake = threading.Event()
+        # True from a full batch's wake-up until the thread has taken it: ``Event.set`` is six Python calls, and
+        # while the thread is behind every publish finds a full batch waiting.
+        self._batch_wake_pending = False
         self._start_lock = threading.Lock()
         self._fallback_lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -131,8 +134,9 @@ class Publisher:
             buffer.append((event, None))
         else:
             journal.append(event, buffer.append)
-        if len(buffer) >= self._batch_size and not self._spool_failing:
+        if len(buffer) >= self._batch_size and not self._spool_failing and not self._batch_wake_pending:
             # (While the spool fails the thread retries on its own schedule; a wake per publish would spin it.)
+            self._batch_wake_pending = True
             self._wake.set()
 
     # -- life cycle -----------------------------------------------------------------------------------
@@ -227,6 +231,9 @@ class Publisher:
             busy = ((self._replay_pending and self._healthy) or self._recover_pending) and not self._stopping
             self._wake.wait(0 if busy else max(0.0, deadline - self._clock()))
             self._wake.clear()
+            # After the clear: a publish from here on wakes the thread again. One in between found the flag still
+            # up and did not, but the delivery below takes every full batch, its events included.
+            self._batch_wake_pending = False
             stopping = self._stopping
             now = self._clock()
             on_time = now >= deadline or stopping or self._flush_requested

@@ -82,6 +82,18 @@ def test_it_sends_full_batches_at_once_and_keeps_the_rest_for_the_batch_time(tmp
     assert sorted(sink.ids()) == sorted(f"r{i}" for i in range(25))
 
 
+def test_every_full_batch_wakes_the_thread_again_after_it_took_the_last(tmp_path: Path) -> None:
+    sink = RecordingSink()
+    publisher = make_publisher(tmp_path, sink, batch_seconds=600.0)
+    for wave in range(20):  # one full batch at a time, each published only after the one before was delivered
+        for i in range(10):
+            publisher.publish(make_event(f"w{wave}-{i}"))
+        wait_for(lambda: len(sink.batches) == wave + 1, WAIT, f"full batch {wave} must not wait for the batch time",
+                 interval=0.005)
+    assert publisher.shutdown(2)
+    assert len(sink.ids()) == 200
+
+
 def test_it_sends_a_partial_batch_once_the_batch_time_is_up(tmp_path: Path) -> None:
     sink = RecordingSink()
     publisher = make_publisher(tmp_path, sink, batch_seconds=0.2)
