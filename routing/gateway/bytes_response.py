@@ -12,7 +12,7 @@ It relies on ``HttpResponseBase``'s attribute names, with Django pinned in pypro
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from http.cookies import SimpleCookie
 
 from django.http import HttpResponse
@@ -28,12 +28,12 @@ class BytesResponse(HttpResponse):
                  status: int = 200) -> None:
         if not 100 <= status <= 599:
             raise ValueError("HTTP status code must be an integer from 100 to 599.")
-        self.headers = ResponseHeaders(None)
+        self.headers = ResponseHeaders({})
         set_headers(self, {"Content-Type": content_type})
         if headers:
             set_headers(self, headers)
         self._charset = None
-        self._resource_closers = []
+        self._resource_closers: list[Callable[[], object]] = []
         self._handler_class = None
         self.closed = False
         self.status_code = status

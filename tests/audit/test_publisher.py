@@ -88,8 +88,8 @@ def test_every_full_batch_wakes_the_thread_again_after_it_took_the_last(tmp_path
     for wave in range(20):  # one full batch at a time, each published only after the one before was delivered
         for i in range(10):
             publisher.publish(make_event(f"w{wave}-{i}"))
-        wait_for(lambda: len(sink.batches) == wave + 1, WAIT, f"full batch {wave} must not wait for the batch time",
-                 interval=0.005)
+        wait_for(lambda delivered=wave + 1: len(sink.batches) == delivered, WAIT,
+                 f"full batch {wave} must not wait for the batch time", interval=0.005)
     assert publisher.shutdown(2)
     assert len(sink.ids()) == 200
 
