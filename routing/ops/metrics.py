@@ -15,13 +15,12 @@ from django.http import HttpRequest, HttpResponse
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
-    Gauge,
     generate_latest,
     multiprocess,
 )
 
 from routing.ops import metric_values
-from routing.ops.metric_kinds import Counter, Histogram
+from routing.ops.metric_kinds import Counter, Gauge, Histogram
 
 metric_values.install()  # before the first metric below: each child's value is constructed from ValueClass
 

@@ -8,7 +8,7 @@ import prometheus_client
 import pytest
 from prometheus_client import CollectorRegistry
 
-from routing.ops.metric_kinds import Counter, Histogram
+from routing.ops.metric_kinds import Counter, Gauge, Histogram
 
 BUCKETS = (0.005, 0.01, 0.025, 0.5, 1, 2.5)
 AMOUNTS = (0.0, 0.001, 0.005, 0.0050001, 0.01, 0.02, 0.025, 0.3, 0.5, 1, 1.0000001, 2.5, 3, 1e9, math.inf,
@@ -58,6 +58,24 @@ def test_a_counter_counts_as_prometheus_client_does() -> None:
     counter.labels("ok").inc(2.5)
     counter.labels("error").inc(0)
     assert _samples(registry) == {("c_total", (("outcome", "ok"),)): 3.5, ("c_total", (("outcome", "error"),)): 0.0}
+
+
+def test_a_gauge_is_set_as_prometheus_client_sets_it() -> None:
+    ours_registry, theirs_registry = CollectorRegistry(), CollectorRegistry()
+    ours = Gauge("g", "g", ["target"], registry=ours_registry)
+    theirs = prometheus_client.Gauge("g", "g", ["target"], registry=theirs_registry)
+    for gauge in (ours, theirs):
+        gauge.labels("a").set(0.25)
+        gauge.labels("b").set(3)
+        gauge.labels("a").set(1.5)
+        gauge.labels("b").inc(2)
+    assert _samples(ours_registry) == _samples(theirs_registry) == {
+        ("g", (("target", "a"),)): 1.5, ("g", (("target", "b"),)): 5.0}
+    with pytest.raises(ValueError, match="missing label values"):
+        ours.set(1)
+    unlabelled = Gauge("u", "u", registry=ours_registry)
+    unlabelled.set("2.5")  # type: ignore[arg-type]  # a number in a string, as prometheus_client takes it
+    assert _samples(ours_registry)[("u", ())] == 2.5
 
 
 def test_the_uncommon_calls_keep_prometheus_clients_errors_and_exemplars() -> None:
