@@ -57,18 +57,26 @@ def _items(value: Any) -> Iterable[tuple[int, Any]]:
     return enumerate(value) if isinstance(value, list) else ()
 
 
+# The top-level fields that need a capability: a body with none of them is done after its messages.
+_OPENAI_OPTION_FIELDS = frozenset({"tools", "functions", "response_format", "reasoning_effort", "modalities"})
+
+
 def _openai_needs(body: Mapping[str, Any]) -> dict[str, str]:
     needs: dict[str, str] = {}
     for i, message in _items(body.get("messages")):
         if not isinstance(message, dict):
             continue
-        for j, part in _items(message.get("content")):
-            if isinstance(part, dict):
-                capability = _need_of(_OPENAI_PART_NEEDS, part.get("type"))
-                if capability:
-                    _need(needs, capability, f"messages[{i}].content[{j}]")
+        content = message.get("content")
+        if isinstance(content, list):  # a string (most messages) holds text only
+            for j, part in enumerate(content):
+                if isinstance(part, dict):
+                    capability = _need_of(_OPENAI_PART_NEEDS, part.get("type"))
+                    if capability:
+                        _need(needs, capability, f"messages[{i}].content[{j}]")
         if message.get("audio"):
             _need(needs, "audio", f"messages[{i}].audio")
+    if _OPENAI_OPTION_FIELDS.isdisjoint(body):
+        return needs
     if body.get("tools"):
         _need(needs, "tools", "tools")
     elif body.get("functions"):

@@ -25,6 +25,10 @@ OPENAI_NEEDS: list[tuple[dict[str, Any], str, str]] = [
     ({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema", "json_schema": {
         "name": "r", "schema": {"type": "object"}}}}, "json_schema", "response_format"),
     ({"messages": [{"role": "user", "content": "x"}], "reasoning_effort": "high"}, "reasoning", "reasoning_effort"),
+    ({"messages": [{"role": "user", "content": "x"}], "functions": [{"name": "f"}]}, "tools", "functions"),
+    ({"messages": [{"role": "user", "content": "x"}], "modalities": ["text", "audio"]}, "audio", "modalities"),
+    ({"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": None, "audio": {"id": "a1"}}]},
+     "audio", "messages[1].audio"),
 ]
 
 ANTHROPIC_NEEDS: list[tuple[dict[str, Any], str, str]] = [
