@@ -18,26 +18,34 @@ from django.core.handlers.asgi import ASGIRequest
 
 from routing.ops.settings_cache import cached_settings
 
-# META key by raw header name; None for a name with "_", which Django leaves out (an "x_api_key" header must
-# not pass for "x-api-key"). Header names are the client's, so the table stops growing at this size and any
-# further name is computed each time.
+# META key and lower-case name (as views.client_headers spells it from the META key) by raw header name; None
+# for a name with "_", which Django leaves out (an "x_api_key" header must not pass for "x-api-key"). Header
+# names are the client's, so the table stops growing at this size and any further name is computed each time.
 MAX_KNOWN_NAMES = 512
-_META_KEYS: dict[bytes, str | None] = {}
+_META_KEYS: dict[bytes, tuple[str, str] | None] = {}
 
 
-def _meta_key(raw_name: bytes) -> str | None:
+def _meta_key(raw_name: bytes) -> tuple[str, str] | None:
     name = raw_name.decode("latin-1")
+    names: tuple[str, str] | None
     if "_" in name:
-        key = None
+        names = None
     elif name == "content-length":
-        key = "CONTENT_LENGTH"
+        names = "CONTENT_LENGTH", "content-length"
     elif name == "content-type":
-        key = "CONTENT_TYPE"
+        names = "CONTENT_TYPE", "content-type"
     else:
         key = "HTTP_" + name.upper().replace("-", "_")
+        names = key, header_name_of_meta_key(key)
     if len(_META_KEYS) < MAX_KNOWN_NAMES:
-        _META_KEYS[raw_name] = key
-    return key
+        _META_KEYS[raw_name] = names
+    return names
+
+
+def header_name_of_meta_key(key: str) -> str:
+    """The lower-case header name Django's ``HttpHeaders`` gives the ``HTTP_`` META key ``key`` (``title()``
+    first: ``lower()`` alone differs for "ß")."""
+    return key[5:].replace("_", "-").title().lower()
 
 
 class RelayRequest(ASGIRequest):
@@ -74,19 +82,24 @@ class RelayRequest(ASGIRequest):
             meta["SERVER_PORT"] = "0"
         # Header keys (HTTP_*, CONTENT_*) never meet the keys above, so a key already present is a repeat.
         known = _META_KEYS
+        lower_headers: dict[str, str] = {}
         for raw_name, raw_value in scope.get("headers", ()):
             try:
-                key = known[raw_name]
+                names = known[raw_name]
             except KeyError:
-                key = _meta_key(raw_name)
-            if key is None:
+                names = _meta_key(raw_name)
+            if names is None:
                 continue
+            key, lower = names
             value = raw_value.decode("latin-1")
             if key in meta:
-                meta[key] += "," + value
+                value = meta[key] = meta[key] + "," + value
             else:
                 meta[key] = value
+            lower_headers[lower] = value
         self.META = meta
+        # What views.client_headers reads from META, collected on the way.
+        self.lower_headers = lower_headers
         content_type = meta.get("CONTENT_TYPE", "")
         if content_type == "application/json":
             self.content_type, self.content_params = content_type, {}

@@ -19,6 +19,7 @@ from rest_framework.renderers import JSONRenderer
 from routing.api.arrival import arrival_of
 from routing.api.body_check import check_body, check_nesting, check_tool_schemas, parse_body
 from routing.api.gateway_auth import caller_of
+from routing.api.relay_request import RelayRequest
 from routing.config.runtime import current_table
 from routing.core.categories import known_strengths
 from routing.core.embeddings import EmbeddingsRequestError, parse_embeddings_request
@@ -61,7 +62,9 @@ def client_headers(request: HttpRequest) -> dict[str, str]:
     """The request's headers by lower-case name: ``{name.lower(): value for name, value in
     request.headers.items()}``, read from ``META`` as Django's ``HttpHeaders`` reads it (``HTTP_X_FOO`` is
     ``x-foo``; ``CONTENT_TYPE`` and ``CONTENT_LENGTH`` are headers too) without its mapping built on the way:
-    about sixty Python calls fewer per request."""
+    about sixty Python calls fewer per request. A relay endpoint's request has collected them already."""
+    if isinstance(request, RelayRequest):
+        return request.lower_headers
     headers: dict[str, str] = {}
     for key, value in request.META.items():
         if key[:5] == "HTTP_":

@@ -10,6 +10,7 @@ from django.test import override_settings
 
 from routing.api import relay_request
 from routing.api.relay_request import RelayRequest
+from routing.api.views import client_headers
 
 SDK_HEADERS = [
     (b"host", b"127.0.0.1:8000"),
@@ -32,6 +33,7 @@ SCOPES = {
     "content type with an odd case": {"headers": [(b"content-type", b"Application/JSON")]},
     "no content type": {"headers": [(b"accept", b"*/*")]},
     "latin-1 value": {"headers": [(b"x-note", "caf\xe9".encode("latin-1"))]},
+    "latin-1 name": {"headers": [("x-stra\xdfe".encode("latin-1"), b"v"), (b"x-Mixed-Case", b"w")]},
     "query string as bytes": {"query_string": b"a=1&b=%C3%A9", "headers": SDK_HEADERS},
     "query string as str": {"query_string": "a=1", "headers": []},
     "root path": {"root_path": "/gw", "path": "/gw/v1/chat/completions", "headers": SDK_HEADERS},
@@ -49,6 +51,7 @@ def _scope(extra: dict) -> dict:
 
 def _fields(request) -> dict:
     fields = dict(vars(request))
+    fields.pop("lower_headers", None)  # ours alone: held to views.client_headers below
     body = fields.pop("_stream").read()
     return {**fields, "body": body, "GET": request.GET.dict(), "COOKIES": request.COOKIES,
             "encoding": request.encoding, "scheme": request.scheme}
@@ -59,6 +62,8 @@ def test_a_relay_request_has_every_field_an_asgi_request_has(name: str) -> None:
     scope = _scope(SCOPES[name])
     ours, django_s = RelayRequest(scope, b'{"model": "m"}'), ASGIRequest(scope, io.BytesIO(b'{"model": "m"}'))
     assert _fields(ours) == _fields(django_s)
+    assert ours.lower_headers == client_headers(django_s)  # the headers it collected, as the views read them
+    assert ours.lower_headers == {name.lower(): value for name, value in django_s.headers.items()}
 
 
 def test_the_name_table_gives_the_same_request_once_full() -> None:
