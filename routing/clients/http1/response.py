@@ -102,6 +102,17 @@ class UpstreamResponse:
             await connection.wait(remaining, "the provider did not answer in time (the attempt's deadline)")
 
     async def aread(self) -> bytes:
+        if self.complete and self._decoder is None and not self.released:
+            # The whole plain body is in already (a small answer arrives with its head): what the iteration
+            # below would end with, without a resumption per piece.
+            chunks = self.chunks
+            data = chunks.popleft() if len(chunks) == 1 else _take_all(chunks)
+            self.buffered = 0
+            if self.reading_paused:
+                self.reading_paused = False
+                self.connection.resume_reading()
+            self._release()
+            return data
         parts = [chunk async for chunk in self]
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
