@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable, Iterator, Mapping
-from typing import TypeVar
+from typing import Any, TypeVar, overload
 
 ALIAS_SEPARATOR = "--"  # stands for each "/" of a public name
 MAX_SUGGESTIONS = 3
 _CUTOFF = 0.6  # difflib's own default: "nomral" -> "normal" is 0.83, "gpt-4o" -> "claude" is 0.17
 
 V = TypeVar("V")
+T = TypeVar("T")
 
 
 def slash_free_alias(name: str) -> str | None:
@@ -109,14 +110,28 @@ class AliasedModels(Mapping[str, V]):
         self._by_name = by_name
         self.aliases = aliases  # alias -> public name
 
+    # ``get`` and ``[]`` without raising on the way: the request path asks for names that are not models (a
+    # virtual model's, a tier alias's) several times a request, and Mapping.get would raise and catch a KeyError
+    # for each.
     def __getitem__(self, name: str) -> V:
-        try:
-            return self._by_name[name]
-        except KeyError:
-            canonical = self.aliases.get(name)
-            if canonical is None:
-                raise
-            return self._by_name[canonical]
+        found = self._by_name.get(name)
+        if found is not None:
+            return found
+        canonical = self.aliases.get(name)
+        if canonical is None:
+            raise KeyError(name)
+        return self._by_name[canonical]
+
+    @overload
+    def get(self, name: str, /) -> V | None: ...
+    @overload
+    def get(self, name: str, /, default: V | T) -> V | T: ...
+    def get(self, name: str, /, default: Any = None) -> Any:
+        found = self._by_name.get(name)
+        if found is not None:
+            return found
+        canonical = self.aliases.get(name)
+        return default if canonical is None else self._by_name.get(canonical, default)
 
     def __contains__(self, name: object) -> bool:
         return name in self._by_name or name in self.aliases

@@ -89,3 +89,16 @@ def test_it_names_one_spelling_of_a_model_the_one_the_asker_used() -> None:
     assert nearest_names("openai/gpt4o", names) == ["openai/gpt-4o"]
     assert nearest_names("openai--gpt4o", names) == ["openai--gpt-4o"]
     assert nearest_names("openai-gpt4o", list(reversed(names))) == ["openai/gpt-4o"]
+
+
+def test_the_aliased_models_answer_a_name_an_alias_and_an_unknown_name_as_a_mapping_does() -> None:
+    models = AliasedModels({"sim/a": "A", "b": "B"}, {"a": "sim/a"})
+    assert (models["sim/a"], models["a"], models["b"]) == ("A", "A", "B")
+    assert (models.get("a"), models.get("b"), models.get("nope"), models.get("nope", "D")) == ("A", "B", None, "D")
+    assert models.get("a", "D") == "A"
+    with pytest.raises(KeyError):
+        models["nope"]
+    assert "a" in models
+    assert "nope" not in models
+    assert list(models) == ["sim/a", "b"]
+    assert dict(models.items()) == {"sim/a": "A", "b": "B"}
