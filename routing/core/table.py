@@ -286,6 +286,7 @@ class RoutingTable:
     _endpoints: dict[str, frozenset[str]] = field(default_factory=dict, init=False, repr=False, compare=False)
     _kinds: dict[str, str] = field(default_factory=dict, init=False, repr=False, compare=False)
     _prices: dict[str, float | None] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _virtual_below: dict[str, tuple[str, ...]] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @staticmethod
     def build(
@@ -353,6 +354,25 @@ class RoutingTable:
                     self._leaves[name] = found
             return found
         return self._leaf_models(name, _depth)
+
+    def virtual_models_below(self, name: str) -> tuple[str, ...]:
+        """``name`` and every virtual model below it (depth first, repeats kept), when ``name`` is a virtual
+        model; () for any other name."""
+        found = self._virtual_below.get(name)
+        if found is None:
+            found = tuple(self._virtual_models_below(name, 0))
+            if found:  # only the table's virtual models: a client's unknown names must not grow it
+                self._virtual_below[name] = found
+        return found
+
+    def _virtual_models_below(self, name: str, depth: int) -> list[str]:
+        virtual = self.virtual_models.get(name)
+        if virtual is None or depth > MAX_VIRTUAL_DEPTH:
+            return []
+        found = [name]
+        for target in virtual.targets:
+            found += self._virtual_models_below(target.name, depth + 1)
+        return found
 
     def cheapest_price(self, name: str) -> float | None:
         """Input + output price per 1M tokens of the cheapest priced model ``name`` can end up at; None when none

@@ -25,7 +25,7 @@ from routing.core.embeddings import EmbeddingsRequestError, parse_embeddings_req
 from routing.core.features import extract_features
 from routing.core.ledger import canonical_json, operation_id, request_fingerprint
 from routing.core.outcome import ErrorClass
-from routing.core.table import CategoryRouteSpec, RoutingTable, TierRouteSpec
+from routing.core.table import CategoryRouteSpec, TierRouteSpec
 from routing.gateway import response_cache
 from routing.gateway.attempt_loop import AttemptLoop
 from routing.gateway.categories import decide_category
@@ -232,7 +232,7 @@ async def _plan(call: Call, journey: Journey, target: str, contract: EffectiveCo
     table = call.table
     session_targets: dict[str, str] = {}
     warm: str | None = None
-    below = _virtual_models_below(target, table)
+    below = table.virtual_models_below(target)
     affine = [name for name in below if table.virtual_models[name].session_affinity]
     # Session keeping and the warm-cache bonus only matter when there is a choice to make: a request for a
     # concrete model skips session detection altogether. Embeddings have neither conversation nor prompt cache;
@@ -259,16 +259,6 @@ async def _plan(call: Call, journey: Journey, target: str, contract: EffectiveCo
         if record.selection is not None and record.selection.affinity:
             metrics.ROUTING_AFFINITY.labels(record.selection.affinity).inc()
     return plan
-
-
-def _virtual_models_below(name: str, table: RoutingTable, depth: int = 0) -> list[str]:
-    virtual = table.virtual_models.get(name)
-    if virtual is None or depth > 8:
-        return []
-    found = [name]
-    for target in virtual.targets:
-        found += _virtual_models_below(target.name, table, depth + 1)
-    return found
 
 
 def _no_candidates(plan: Plan, target: str) -> NoReturn:

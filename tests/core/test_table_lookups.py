@@ -36,3 +36,18 @@ def test_names_a_client_invents_are_not_kept() -> None:
         assert routes.cheapest_price(f"invented-{i}") is None
     assert set(routes._kinds) <= {"smart", "pool", "unpriced", "cheap", "dear", "free"}
     assert set(routes._prices) <= set(routes._kinds)
+
+
+def test_the_virtual_models_below_a_name_are_listed_depth_first_and_kept_for_the_tables_names() -> None:
+    base = table()
+    routes = RoutingTable.build(
+        version=1, providers=list(base.providers.values()), models=list(base.models.values()),
+        virtual_models=[*base.virtual_models.values(),
+                        VirtualModelSpec("outer", "failover",
+                                         (TargetRef("pool"), TargetRef("cheap"), TargetRef("unpriced")))])
+    for _ in range(2):
+        assert routes.virtual_models_below("outer") == ("outer", "pool", "unpriced")
+        assert routes.virtual_models_below("pool") == ("pool",)
+        assert routes.virtual_models_below("cheap") == ()
+        assert routes.virtual_models_below("nope") == ()
+    assert set(routes._virtual_below) == {"outer", "pool"}
