@@ -163,6 +163,44 @@ def test_a_stop_signal_that_arrives_during_start_up_reaches_the_server_once_it_h
     assert drain.draining
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_stop_signal_that_came_before_the_application_was_imported_is_not_lost() -> None:
+    class ForkedMaster:  # the worker's copy of granian's server object, and the handler bound to it
+        interrupt_signal = False
+
+        def signal_handler_interrupt(self, *args: Any) -> None:
+            self.interrupt_signal = True
+
+    master = ForkedMaster()
+    signal.signal(signal.SIGTERM, master.signal_handler_interrupt)
+    signal.signal(signal.SIGINT, master.signal_handler_interrupt)
+    os.kill(os.getpid(), signal.SIGTERM)  # forwarded while the worker was still importing the server's modules
+    assert master.interrupt_signal
+    early_stop.catch()
+    servers_handler_got: list[int] = []
+
+    async def lifespan_startup() -> None:
+        signal.signal(signal.SIGTERM, lambda number, frame: servers_handler_got.append(number))
+        await shutdown.start_serving()
+
+    asyncio.run(lifespan_startup())
+    publisher.shutdown()
+    assert servers_handler_got == [signal.SIGTERM]
+    assert drain.draining
+
+
+def test_a_handler_that_has_not_run_records_nothing() -> None:
+    class ForkedMaster:
+        interrupt_signal = False
+
+        def signal_handler_interrupt(self, *args: Any) -> None:
+            self.interrupt_signal = True
+
+    signal.signal(signal.SIGTERM, ForkedMaster().signal_handler_interrupt)
+    early_stop.catch()
+    assert early_stop._caught == []
+
+
 def test_a_process_with_the_default_handlers_keeps_them_while_starting() -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
