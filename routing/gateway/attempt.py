@@ -121,7 +121,8 @@ def _request(spec: AttemptSpec) -> upstream.UpstreamRequest:
         built = build_embeddings_request(spec.provider, spec.model, spec.embeddings, spec.api_key)
     elif spec.responses is not None:
         built = build_responses_request(provider=spec.provider, model=spec.model, call=spec.responses,
-                                        stream=spec.stream, api_key=spec.api_key, client_headers=spec.client_headers)
+                                        stream=spec.stream, api_key=spec.api_key, client_headers=spec.client_headers,
+                                        needs=spec.needs)
     else:
         built = get_adapter(spec.provider.kind).build_request(
             provider=spec.provider, model=spec.model, body=spec.body, inbound=spec.inbound, stream=spec.stream,

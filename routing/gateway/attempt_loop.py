@@ -249,7 +249,7 @@ class AttemptLoop:
                            timeout_s=self._attempt_timeout(allowance), rules=self.rules,
                            client_wants_usage=self.wants_usage, embeddings=self.call.embeddings,
                            responses=self.call.responses, client_headers=self.call.headers,
-                           needs=self.call.needs if self.call.endpoint == "chat" else None)
+                           needs=self.call.needs if self.call.embeddings is None else None)
         # When the client's deadline, rather than the provider's timeout, is what ends this attempt.
         cut_at = (time.monotonic() + spec.timeout_s
                   if self.client_deadline and spec.timeout_s < provider.timeout_s else None)

@@ -66,8 +66,8 @@ class Call:
 
     @functools.cached_property
     def needs(self) -> dict[str, str]:
-        """What the body needs from a model (``required_capabilities``): scanned once, for the tier's capability
-        check and for every attempt's."""
+        """What the body needs from a model (``required_capabilities``; for ``/v1/responses`` its chat
+        equivalent): scanned once, for the tier's capability check and for every attempt's."""
         return required_capabilities(self.inbound, self.body)
 
     @property

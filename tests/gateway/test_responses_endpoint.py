@@ -151,6 +151,26 @@ def test_a_tier_alias_classifies_the_translated_request(
     assert audit_events[-1]["tier"]["tier"] == "hard"
 
 
+def test_the_chat_equivalent_is_scanned_for_capabilities_once_for_the_tier_and_the_attempt(
+        sim: SimulatorServer, table: RoutingTable, monkeypatch: pytest.MonkeyPatch) -> None:
+    from routing.gateway import records
+    from routing.providers import base
+    from routing.providers.capabilities import required_capabilities
+    from routing.providers.responses_api import calls
+
+    scanned: list[str] = []
+
+    def counting(inbound: Any, body: Any) -> dict[str, str]:
+        scanned.append(inbound)
+        return required_capabilities(inbound, body)
+
+    for module in (records, calls, base):
+        monkeypatch.setattr(module, "required_capabilities", counting)
+    reply = one(table, {"model": "normal", "input": "hi"})  # a tier alias to an OpenAI-kind model's Responses API
+    assert (reply.status, reply.headers["X-GoModel-Pro-Tier-Target"]) == (200, "primary")
+    assert scanned == ["openai"]
+
+
 def test_a_virtual_model_falls_back_when_its_first_target_fails(
         sim: SimulatorServer, table: RoutingTable, audit_events: list[dict[str, Any]]) -> None:
     sim.set_fault("primary", {"kind": "status", "status": 503})

@@ -68,21 +68,23 @@ class ResponsesCall:
 
 
 def build_responses_request(*, provider: ProviderSpec, model: ModelSpec, call: ResponsesCall, stream: bool,
-                            api_key: str, client_headers: Mapping[str, str] | None = None) -> ProviderRequest:
+                            api_key: str, client_headers: Mapping[str, str] | None = None,
+                            needs: Mapping[str, str] | None = None) -> ProviderRequest:
     """The upstream request; CapabilityError / RequestShapeError before anything is sent.
 
     ``client_headers`` reach a translated request as they reach a chat one (the adapter passes on the few its
-    host reads); OpenAI's own API is sent none, as its chat adapter sends none.
+    host reads); OpenAI's own API is sent none, as its chat adapter sends none. ``needs`` is what
+    ``required_capabilities`` found in ``call.chat`` when the caller has it already; None scans it.
     """
     if provider.kind in NATIVE_KINDS:
-        check_capabilities(model, required_capabilities("openai", call.chat))
+        check_capabilities(model, required_capabilities("openai", call.chat) if needs is None else needs)
         payload = native_payload(call.request.body, upstream_model=model.upstream, conversation=call.conversation,
                                  stream=stream)
         headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"}
         return ProviderRequest("POST", join_url(provider.base_url, "/responses"), headers, payload)
     return get_adapter(provider.kind).build_request(provider=provider, model=model, body=call.chat,
                                                     inbound="openai", stream=stream, api_key=api_key,
-                                                    client_headers=client_headers)
+                                                    client_headers=client_headers, needs=needs)
 
 
 def parse_responses_answer(*, kind: str, status: int, data: bytes, public_model: str,
