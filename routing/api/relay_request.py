@@ -36,16 +36,16 @@ def _meta_key(raw_name: bytes) -> tuple[str, str] | None:
         names = "CONTENT_TYPE", "content-type"
     else:
         key = "HTTP_" + name.upper().replace("-", "_")
-        names = key, header_name_of_meta_key(key)
+        names = key, header_name(key[5:])
     if len(_META_KEYS) < MAX_KNOWN_NAMES:
         _META_KEYS[raw_name] = names
     return names
 
 
-def header_name_of_meta_key(key: str) -> str:
-    """The lower-case header name Django's ``HttpHeaders`` gives the ``HTTP_`` META key ``key`` (``title()``
-    first: ``lower()`` alone differs for "ß")."""
-    return key[5:].replace("_", "-").title().lower()
+def header_name(meta_name: str) -> str:
+    """The lower-case header name of a META key without its ``HTTP_`` prefix (``X_API_KEY``, ``CONTENT_TYPE``),
+    as Django's ``HttpHeaders`` spells it, lowered (``title()`` first: ``lower()`` alone differs for "ß")."""
+    return meta_name.replace("_", "-").title().lower()
 
 
 class RelayRequest(ASGIRequest):

@@ -19,7 +19,7 @@ from rest_framework.renderers import JSONRenderer
 from routing.api.arrival import arrival_of
 from routing.api.body_check import check_body, check_nesting, check_tool_schemas, parse_body
 from routing.api.gateway_auth import caller_of
-from routing.api.relay_request import RelayRequest
+from routing.api.relay_request import RelayRequest, header_name
 from routing.config.runtime import current_table
 from routing.core.categories import known_strengths
 from routing.core.embeddings import EmbeddingsRequestError, parse_embeddings_request
@@ -71,7 +71,7 @@ def client_headers(request: HttpRequest) -> dict[str, str]:
             key = key[5:]
         elif key not in _UNPREFIXED_HEADERS:
             continue
-        headers[key.replace("_", "-").title().lower()] = value  # title() first: lower() alone differs for "ß"
+        headers[header_name(key)] = value
     return headers
 
 
