@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+import orjson
 
 from routing.core.answer import Answer, Usage
 from routing.core.table import ModelSpec, ProviderSpec
@@ -69,7 +72,25 @@ class UpstreamError:
         return any(hint in text for hint in _CONTEXT_OVERFLOW_HINTS)
 
 
+# Nineteen digits in a row: the shortest run that may spell an integer past 64 bits (orjson reads
+# -9223372036854775809 as a float). Such a body, and one orjson refuses, is read by the json module.
+_LONG_DIGIT_RUN = re.compile(rb"[0-9]{19}")
+
+
 def load_json_body(data: bytes) -> Any:
+    """The JSON value of an upstream body, exactly as ``json.loads`` reads it; MalformedResponse otherwise.
+
+    orjson reads the usual answer in a fraction of the json module's CPU, and reads it the same: the same
+    values, a duplicate key's last value. What it reads differently is kept from it: an integer past 64 bits,
+    which it would turn into a float (a body holding a run of 19 digits anywhere, in a string too, takes the
+    json module), and what it refuses (NaN, a number past a double's range, a lone surrogate escape, another
+    encoding than UTF-8, nesting past 1,024 levels), which the json module reads or refuses as before.
+    """
+    if _LONG_DIGIT_RUN.search(data) is None:
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError:
+            pass
     try:
         return json.loads(data)
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:  # too deep is not JSON we can use
