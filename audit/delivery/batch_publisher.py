@@ -42,6 +42,8 @@ DEFAULT_SHUTDOWN_SECONDS = 20.0
 # Dropped events are logged at most this often (with the count since the last line), not once per event.
 DROP_LOG_SECONDS = 10.0
 LAG_REPORT_SECONDS = 1.0  # how often the audit-lag gauges are set
+# While preparing a batch, the thread hands the GIL to the event loop at least this often.
+YIELD_SECONDS = 0.0002
 
 
 class Sink(Protocol):
@@ -316,11 +318,16 @@ class Publisher:
 
     def _prepare_events(self, raw: list[Any]) -> list[dict[str, Any]]:
         prepared = []
+        clock = time.perf_counter
+        handed_back = clock()
         for event in raw:
             prepared.append(prepare_event(event, store_bodies=self._store_bodies, max_bytes=self._body_max_bytes))
-            # Hand the GIL back after each event: the event loop waiting for it would otherwise wait for the
-            # interpreter's switch interval (5 ms) while a whole batch is redacted.
-            time.sleep(0)
+            # Hand the GIL back every YIELD_SECONDS: the event loop waiting for it would otherwise wait for the
+            # interpreter's switch interval (5 ms) while a whole batch is redacted. Not after every event: each
+            # hand-over costs both threads a wake-up, and one per event was 7% of this thread's CPU.
+            if clock() - handed_back >= YIELD_SECONDS:
+                time.sleep(0)
+                handed_back = clock()
         return prepared
 
     def _deliver(self, batch: list[dict[str, Any]], marks: list[Mark | None]) -> bool:

@@ -334,3 +334,23 @@ def test_the_audit_lag_gauges_show_the_oldest_undelivered_event_while_the_sink_i
              interval=0.01)
     wait_for(lambda: lag() == 0.0, WAIT, "lag() == 0.0", interval=0.01)
     publisher.shutdown()
+
+
+def test_preparing_a_batch_hands_the_gil_back_by_time_not_after_every_event(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from audit.delivery import batch_publisher
+
+    now = [0.0]
+
+    def clock() -> float:  # each reading 2**-14 s (61 us) after the last: exact in binary
+        now[0] += 2.0**-14
+        return now[0]
+
+    sleeps: list[float] = []
+    monkeypatch.setattr(batch_publisher.time, "perf_counter", clock)
+    monkeypatch.setattr(batch_publisher.time, "sleep", sleeps.append)
+    publisher = make_publisher(tmp_path, RecordingSink())
+    prepared = publisher._prepare_events([make_event(f"yield-{i}") for i in range(40)])
+    assert [event["request_id"] for event in prepared] == [f"yield-{i}" for i in range(40)]
+    # One reading per event and one after each hand-over: 200 us have passed at every fourth event.
+    assert sleeps == [0] * 10
