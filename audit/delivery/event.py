@@ -59,10 +59,24 @@ def _storable(text: str) -> str:
     return text
 
 
+# Free-text fields are mostly the gateway's own words, the same on many events ("p2c: lower load", a tier signal's
+# detail, "rate_limited"): their masked form is kept, by text and cap. Bounded: a full table starts again.
+_MASKED_TEXTS: dict[tuple[str, int], str] = {}
+_MASKED_TEXTS_MAX = 4096
+_MASKED_TEXT_CHARS = 256  # longer texts (a provider's error message) are rarely repeated: masked each time
+
+
 def _text(value: Any, limit: int) -> str:
     """A free-text field: capped and with credentials masked."""
     if not value and (value is None or value == ""):
         return ""
+    if value.__class__ is str and len(value) <= _MASKED_TEXT_CHARS:
+        known = _MASKED_TEXTS.get((value, limit))
+        if known is None:
+            if len(_MASKED_TEXTS) >= _MASKED_TEXTS_MAX:
+                _MASKED_TEXTS.clear()
+            known = _MASKED_TEXTS[(value, limit)] = mask_secrets(_str(value, limit * 2))[:limit]
+        return known
     return mask_secrets(_str(value, limit * 2))[:limit]
 
 
@@ -127,7 +141,12 @@ def _list(value: Any, limit: int) -> list[Any]:
 
 def _usage(value: Any) -> dict[str, int]:
     raw = _dict(value)
-    return {name: max(0, _int(raw.get(name)) or 0) for name in _USAGE_FIELDS}
+    counts = {}
+    for name in _USAGE_FIELDS:
+        count = raw.get(name)
+        # A count as the request path writes it is kept as it is; anything else is coerced (0 at worst).
+        counts[name] = count if count.__class__ is int and 0 <= count < 2**62 else max(0, _int(count) or 0)
+    return counts
 
 
 def _health(value: Any, *, caused_by: str = "") -> dict[str, Any]:
