@@ -11,13 +11,13 @@ It relies on ``HttpResponseBase``'s attribute names, with Django pinned in pypro
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Mapping
 from http.cookies import SimpleCookie
 
 from django.http import HttpResponse
 from django.http.response import ResponseHeaders
 
+from routing.core.computed_once import computed_once
 from routing.gateway.response_headers import set_headers
 
 
@@ -40,6 +40,6 @@ class BytesResponse(HttpResponse):
         self._reason_phrase = None
         self._container = [body]
 
-    @functools.cached_property
-    def cookies(self) -> SimpleCookie:  # type: ignore[override]
+    @computed_once
+    def cookies(self) -> SimpleCookie:
         return SimpleCookie()

@@ -7,7 +7,6 @@ records (``TierDecision``, ``SelectionRecord``, ``Plan``, ``AttemptRecord``) are
 
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ from typing import Any
 from routing.clients.limit_store import Admission
 from routing.core.answer import Answer, Usage
 from routing.core.classifier import Signal
+from routing.core.computed_once import computed_once
 from routing.core.contracts import EffectiveContract
 from routing.core.embeddings import EmbeddingsRequest
 from routing.core.features import Features
@@ -59,12 +59,12 @@ class Call:
     def key_scope(self) -> int | str:
         return self.key.id if self.key is not None else "open"
 
-    @functools.cached_property
+    @computed_once
     def session(self) -> SessionId:
         """The request's session, detected on first use: a request for a concrete model never needs one."""
         return detect_session(self.features, self.headers, key_id=self.key_scope)
 
-    @functools.cached_property
+    @computed_once
     def needs(self) -> dict[str, str]:
         """What the body needs from a model (``required_capabilities``; for ``/v1/responses`` its chat
         equivalent): scanned once, for the tier's capability check and for every attempt's."""
