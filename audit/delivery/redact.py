@@ -70,23 +70,33 @@ _HAS_DIGIT = re.compile(r"\d")
 # tries a character class at each position (3 us for a 180-character preview), where a byte translation and
 # a substring search take a fraction of that. The text, one byte per character (what is not ASCII becomes
 # "?", a character no token has), is translated to "t" for every character of ``[A-Za-z0-9_\-+=]`` and to a
-# space for every other: a run of ten token characters is then ten "t"s in a row.
+# space for every other: a run of ten token characters is then ten "t"s in a row. Every token pattern above
+# needs a run of ten (its prefix and at least ten more), ``_LONG_TOKEN`` a run of 32; masking a token puts
+# "[secret]" in its place, whose brackets are no token characters, so it never makes a longer run.
 _TOKEN_CHARS = (string.ascii_letters + string.digits + "_-+=").encode()
 _AS_TOKEN_RUNS = bytes(ord("t") if byte in _TOKEN_CHARS else ord(" ") for byte in range(256))
 _TOKEN_RUN_OF_TEN = b"t" * 10
+_LONG_TOKEN_RUN = b"t" * 32
 _ASCII_DIGITS = string.digits.encode()
+_NUMBER_DIGITS = 6  # the fewest digits a match of _DIGITS holds
 
 
-def _has_token_run(text: str) -> bool:
-    """Whether ``text`` holds a run of at least ten token characters (letters, digits, ``_-+=``)."""
-    return _TOKEN_RUN_OF_TEN in text.encode("ascii", "replace").translate(_AS_TOKEN_RUNS)
+def _token_runs(text: str) -> bytes:
+    """``text`` one byte per character: "t" for a token character (letters, digits, ``_-+=``), else a space."""
+    return text.encode("ascii", "replace").translate(_AS_TOKEN_RUNS)
 
 
-def _has_digit(text: str) -> bool:
-    """Whether ``text`` holds a decimal digit, ASCII or any other Unicode one (what the pattern \\d matches)."""
+def _has_token_run(text: str, length: int = 10) -> bool:
+    """Whether ``text`` holds a run of at least ``length`` token characters."""
+    return b"t" * length in _token_runs(text)
+
+
+def _may_hold_number(text: str) -> bool:
+    """False only when ``_DIGITS`` cannot match: ASCII text with fewer than six digits, or text without any
+    decimal digit (what the pattern \\d matches, ASCII or not)."""
     if text.isascii():
         spelt = text.encode("ascii")
-        return len(spelt.translate(None, _ASCII_DIGITS)) != len(spelt)
+        return len(spelt) - len(spelt.translate(None, _ASCII_DIGITS)) >= _NUMBER_DIGITS
     return _HAS_DIGIT.search(text) is not None
 
 
@@ -106,11 +116,13 @@ def mask_secrets(text: str) -> str:
     keyword = _contains_any(lowered, _KEYWORDS)
     if "bearer" in lowered:  # exact: case-insensitively, only what lower() turns into b, e, a, r matches them
         text = _BEARER.sub(SECRET_MASK, text)  # bearer tokens first: "Authorization: Bearer x"
-    if _has_token_run(text):
+    runs = _token_runs(text)
+    if _TOKEN_RUN_OF_TEN in runs:
         for pattern, literals in _TOKEN_PATTERNS:
             if _contains_any(text, literals):
                 text = pattern.sub(SECRET_MASK, text)
-        text = _LONG_TOKEN.sub(_mask_long_token, text)
+        if _LONG_TOKEN_RUN in runs:  # English has words of ten letters; a run of 32 is rare but in tokens
+            text = _LONG_TOKEN.sub(_mask_long_token, text)
     if keyword and (":" in text or "=" in text):
         text = _NAMED_SECRET.sub(lambda m: m.group(1) + SECRET_MASK, text)
     return text
@@ -134,7 +146,7 @@ def preview(text: str, limit: int = PREVIEW_CHARS) -> str:
     window = mask_secrets(window)
     if "@" in window:
         window = _EMAIL.sub(EMAIL_MASK, window)
-    if _has_digit(window):
+    if _may_hold_number(window):
         window = _DIGITS.sub(DIGITS_MASK, window)
     if len(window) > limit or shortened:
         return window[: limit - 1].rstrip() + "…"
