@@ -86,11 +86,6 @@ def _token_runs(text: str) -> bytes:
     return text.encode("ascii", "replace").translate(_AS_TOKEN_RUNS)
 
 
-def _has_token_run(text: str, length: int = 10) -> bool:
-    """Whether ``text`` holds a run of at least ``length`` token characters."""
-    return b"t" * length in _token_runs(text)
-
-
 def _may_hold_number(text: str) -> bool:
     """False only when ``_DIGITS`` cannot match: ASCII text with fewer than six digits, or text without any
     decimal digit (what the pattern \\d matches, ASCII or not)."""

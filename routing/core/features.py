@@ -24,6 +24,7 @@ values of an unexpected type are ignored, never raised on; validating the schema
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
@@ -31,7 +32,6 @@ from typing import Any, Literal
 from routing.core import body_fields
 from routing.core.body_fields import ToolSpec  # re-exported: a part of Features
 from routing.core.code_evidence import code_evidence
-from routing.core.computed_once import computed_once
 
 Shape = Literal["openai", "anthropic"]
 
@@ -82,7 +82,7 @@ class Features:
     prompt_cache_key: str | None
     user: str | None
 
-    @computed_once
+    @functools.cached_property
     def folded_user_text(self) -> str:
         """The latest user text case-folded, once: the tier and the category classifiers both match on it."""
         return self.latest_user_text.casefold()

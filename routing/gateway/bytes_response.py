@@ -16,8 +16,8 @@ from http.cookies import SimpleCookie
 
 from django.http import HttpResponse
 from django.http.response import ResponseHeaders
+from django.utils.functional import cached_property
 
-from routing.core.computed_once import computed_once
 from routing.gateway.response_headers import set_headers
 
 
@@ -40,6 +40,6 @@ class BytesResponse(HttpResponse):
         self._reason_phrase = None
         self._container = [body]
 
-    @computed_once
-    def cookies(self) -> SimpleCookie:
+    @cached_property
+    def cookies(self) -> SimpleCookie:  # type: ignore[override]
         return SimpleCookie()

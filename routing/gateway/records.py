@@ -12,10 +12,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+# Django's, not functools': the same value kept in the instance's __dict__, without the class-wide lock that
+# functools.cached_property takes on every first read on Python 3.11.
+from django.utils.functional import cached_property
+
 from routing.clients.limit_store import Admission
 from routing.core.answer import Answer, Usage
 from routing.core.classifier import Signal
-from routing.core.computed_once import computed_once
 from routing.core.contracts import EffectiveContract
 from routing.core.embeddings import EmbeddingsRequest
 from routing.core.features import Features
@@ -59,12 +62,12 @@ class Call:
     def key_scope(self) -> int | str:
         return self.key.id if self.key is not None else "open"
 
-    @computed_once
+    @cached_property
     def session(self) -> SessionId:
         """The request's session, detected on first use: a request for a concrete model never needs one."""
         return detect_session(self.features, self.headers, key_id=self.key_scope)
 
-    @computed_once
+    @cached_property
     def needs(self) -> dict[str, str]:
         """What the body needs from a model (``required_capabilities``; for ``/v1/responses`` its chat
         equivalent): scanned once, for the tier's capability check and for every attempt's."""
